@@ -153,3 +153,241 @@ spec:
         },
     );
 }
+
+/// The commit GitRepo shop delivers (`describe gitrepo`'s `Delivered:`).
+fn delivered(hub: &Hub) -> String {
+    let (_, text, _) = cli(&hub.grpc, &["describe", "gitrepo", "shop"]);
+    text.lines()
+        .find_map(|l| l.strip_prefix("Delivered:"))
+        .map(|c| c.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// `data.v` of the ConfigMap in each of bundle web's works, with whether the work is Available.
+fn web_values(hub: &Hub) -> Vec<(String, bool)> {
+    let (_, out, _) = cli(&hub.grpc, &["get", "works", "-o", "json"]);
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&out) else {
+        return Vec::new();
+    };
+    v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|w| w["metadata"]["name"] == "shop-apps-web")
+        .map(|w| {
+            let value = w["spec"]["workload"]["manifests"][0]["data"]["v"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            (value, condition(w, "Available").as_deref() == Some("True"))
+        })
+        .collect()
+}
+
+/// Waits until GitRepo shop delivers `commit` and every cluster's work holds `value`, Available.
+fn wait_ready_at(hub: &Hub, sim: &flotilla_testkit::Proc, commit: &str, value: &str, what: &str) {
+    wait_for(what, &[&hub.proc, sim], || {
+        let works = web_values(hub);
+        let everywhere = works.len() == 3 && works.iter().all(|(v, ok)| v == value && *ok);
+        (everywhere && delivered(hub) == commit).then_some(())
+    });
+}
+
+#[test]
+fn a_bad_commit_stops_its_rollout_undo_returns_to_the_last_good_and_a_revision_pins() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let git = Repo::init(dir.path(), "shop");
+    git.write("apps/web/cm.yaml", configmap("web", "1", ""));
+    let good = git.commit("web at 1");
+    let hub = hub_with_gitops(&nats, dir.path(), dir.path());
+    let sim = start_sim(&nats, dir.path(), 3, "edge", &["--ready-delay-ms", "200"]);
+    wait_available(&hub, &[&hub.proc, &sim], "edge", 3);
+    apply(&hub, dir.path(), "setup.yaml", SETUP);
+    let spec = |follows: &str, force: u32| gitrepo(&git.dir, follows, force);
+    apply(&hub, dir.path(), "gitrepo.yaml", &spec("branch: main", 0));
+    wait_ready_at(&hub, &sim, &good, "1", "the good commit everywhere");
+    let (ok, _, err) = cli(&hub.grpc, &["rollout", "undo", "gitrepo", "shop"]);
+    assert!(
+        !ok && err.contains("no commit was delivered before"),
+        "nothing to undo to yet: {err}"
+    );
+
+    // A commit every cluster refuses to apply: its rollout stops at the first (maxFailures 0).
+    git.write(
+        "apps/web/cm.yaml",
+        configmap("web", "2", "sim.flotilla.io/apply-error: \"disk full\""),
+    );
+    let bad = git.commit("web: breaks");
+    apply(&hub, dir.path(), "gitrepo.yaml", &spec("branch: main", 1));
+    wait_for(
+        "the bad commit's rollout stopped",
+        &[&hub.proc, &sim],
+        || {
+            let (_, text, _) = cli(&hub.grpc, &["rollout", "status", "shop-apps-web"]);
+            (text.contains("stopped") && delivered(&hub) == bad).then_some(())
+        },
+    );
+
+    // Per cluster: the first refused it (ErrApplied, the simulator's message), the others wait
+    // at the good commit (OutOfSync); the GitRepo shows the worst.
+    wait_for("the rows of a stopped rollout", &[&hub.proc, &sim], || {
+        let (_, table, _) = cli(&hub.grpc, &["get", "gitrepos", "shop", "--clusters"]);
+        let states: Vec<&str> = table
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().nth(2))
+            .collect();
+        let err = table
+            .lines()
+            .find(|l| l.contains("ErrApplied"))
+            .is_some_and(|l| l.contains(&bad[..7]) && l.contains("disk full"));
+        let waiting = table
+            .lines()
+            .filter(|l| l.contains("OutOfSync") && l.contains(&good[..7]))
+            .count();
+        (states.len() == 3 && err && waiting == 2).then_some(())
+    });
+    // The GitRepo's status follows its replica sets' (read every second).
+    wait_row(&hub, &sim, "the GitRepo showing the worst state", |r| {
+        r.contains("ErrApplied")
+    });
+    let text = cli_ok(&hub.grpc, &["describe", "gitrepo", "shop"]);
+    assert!(
+        text.contains("State:      ErrApplied")
+            && text.contains("ErrApplied 1  OutOfSync 2")
+            && text.contains("disk full"),
+        "{text}"
+    );
+
+    // Undo: back to the good commit on every cluster, pinned there.
+    let out = cli_ok(&hub.grpc, &["rollout", "undo", "gitrepo", "shop"]);
+    assert!(
+        out.contains(&format!(
+            "gitrepo.apps.flotilla.io/shop undone to {}",
+            &good[..7]
+        )),
+        "{out}"
+    );
+    wait_ready_at(&hub, &sim, &good, "1", "the good commit back everywhere");
+    wait_for("every cluster Ready again", &[&hub.proc, &sim], || {
+        let (_, table, _) = cli(
+            &hub.grpc,
+            &["get", "gitrepos", "shop", "--clusters", "--state", "Ready"],
+        );
+        (table.lines().filter(|l| l.contains(&good[..7])).count() == 3).then_some(())
+    });
+    let text = cli_ok(&hub.grpc, &["describe", "gitrepo", "shop"]);
+    assert!(
+        text.contains(&format!("Pinned:     {good}")) && text.contains("Pinned True Undone"),
+        "{text}"
+    );
+    let works = cli_ok(&hub.grpc, &["get", "works", "-o", "json"]);
+    assert!(!works.contains("disk full"), "{works}");
+
+    // The fix is pushed; resume unpins and delivers it.
+    git.write("apps/web/cm.yaml", configmap("web", "3", ""));
+    let fixed = git.commit("web: fixed");
+    let out = cli_ok(&hub.grpc, &["rollout", "resume", "gitrepo", "shop"]);
+    assert!(out.contains("shop resumed"), "{out}");
+    wait_ready_at(&hub, &sim, &fixed, "3", "the fix everywhere");
+    let text = cli_ok(&hub.grpc, &["describe", "gitrepo", "shop"]);
+    assert!(!text.contains("Pinned"), "{text}");
+
+    // Pause holds every bundle: a new commit is delivered to the replica set, started nowhere.
+    let out = cli_ok(&hub.grpc, &["rollout", "pause", "gitrepo", "shop"]);
+    assert!(out.contains("shop paused"), "{out}");
+    git.write("apps/web/cm.yaml", configmap("web", "4", ""));
+    let held = git.commit("web at 4");
+    apply(&hub, dir.path(), "gitrepo.yaml", &spec("branch: main", 2));
+    wait_for(
+        "the held commit delivered, paused",
+        &[&hub.proc, &sim],
+        || {
+            let (_, text, _) = cli(&hub.grpc, &["rollout", "status", "shop-apps-web"]);
+            (text.contains("rollout paused") && delivered(&hub) == held).then_some(())
+        },
+    );
+    let works = web_values(&hub);
+    assert!(
+        works.iter().all(|(v, _)| v == "3"),
+        "nothing started while paused: {works:?}"
+    );
+    cli_ok(&hub.grpc, &["rollout", "resume", "gitrepo", "shop"]);
+    wait_ready_at(
+        &hub,
+        &sim,
+        &held,
+        "4",
+        "the held commit everywhere once resumed",
+    );
+
+    // Fleet's pin: spec.revision names a commit, delivered whatever the branch says.
+    apply(
+        &hub,
+        dir.path(),
+        "gitrepo.yaml",
+        &spec(&format!("revision: \"{good}\""), 2),
+    );
+    wait_ready_at(&hub, &sim, &good, "1", "the revision pinned");
+}
+
+/// Copies the directory `from` into `to` (files only, as they are).
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_example_repository_rolls_out_as_its_readme_says() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gitops");
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let git = Repo::init(dir.path(), "shop");
+    copy_tree(&examples.join("repo"), &git.dir);
+    let commit = git.commit("shop: web and settings");
+    let hub = hub_with_gitops(&nats, dir.path(), dir.path());
+    let sim = start_sim(&nats, dir.path(), 2, "store", &["--ready-delay-ms", "200"]);
+    wait_available(&hub, &[&hub.proc, &sim], "store", 2);
+    cli_ok(
+        &hub.grpc,
+        &["apply", "-f", examples.join("setup.yaml").to_str().unwrap()],
+    );
+    let text = std::fs::read_to_string(examples.join("gitrepo.yaml")).unwrap();
+    assert!(text.contains("repo: file:///srv/git/shop"), "{text}");
+    let url = format!("repo: file://{}", git.dir.display());
+    apply(
+        &hub,
+        dir.path(),
+        "gitrepo.yaml",
+        &text.replace("repo: file:///srv/git/shop", &url),
+    );
+    wait_for(
+        "both bundles ready on both clusters",
+        &[&hub.proc, &sim],
+        || {
+            let (_, table, _) = cli(&hub.grpc, &["get", "gitrepos", "-n", "default"]);
+            row(&table, "shop")
+                .filter(|r| r.contains(&commit[..7]) && r.contains("2/2") && r.contains("Ready"))
+                .map(|_| ())
+        },
+    );
+    let table = cli_ok(&hub.grpc, &["get", "gitrepos", "shop", "--clusters"]);
+    for bundle in ["shop-apps-settings", "shop-apps-web"] {
+        let rows = table.lines().filter(|l| l.starts_with(bundle)).count();
+        assert_eq!(rows, 2, "{bundle}:\n{table}");
+    }
+    assert_eq!(
+        table.lines().filter(|l| l.contains("Ready")).count(),
+        4,
+        "{table}"
+    );
+}

@@ -61,8 +61,9 @@ pub enum DescribeWhat {
         /// Name.
         name: String,
     },
-    /// A GitRepo: the commit delivered and the last fetched, conditions (a refused commit says
-    /// what and where), bundles with their replica sets and counts.
+    /// A GitRepo: the commit delivered and the last fetched, a pin or pause, conditions (a
+    /// refused commit says what and where), bundles with their replica sets, their clusters'
+    /// states and the clusters not Ready.
     #[command(alias = "gitrepos")]
     Gitrepo {
         /// Name.
@@ -179,11 +180,19 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             )
         }
         DescribeWhat::Gitrepo { name, namespace } => {
-            let r = flotilla_api::v1::GetGitRepoRequest { namespace, name };
+            let r = flotilla_api::v1::GetGitRepoRequest {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            };
             let g = hub
                 .idempotent(async || hub.git_repos().get_git_repo(r.clone()).await)
                 .await?;
-            show(format, || crate::kind::gitrepo::describe(&g), g.to_ocm())
+            let rows = crate::kind::gitrepo::cluster_rows(hub, &namespace, &name, "").await?;
+            show(
+                format,
+                || crate::kind::gitrepo::describe(&g, &rows.rows),
+                g.to_ocm(),
+            )
         }
         DescribeWhat::Mirrorpeer { name } => {
             let r = flotilla_api::v1::GetMirrorPeerRequest { name };

@@ -96,14 +96,23 @@ pub enum GetWhat {
         #[arg(short = 'n', long)]
         namespace: Option<String>,
     },
-    /// GitRepos: NAME, REPO, BRANCH, COMMIT, BUNDLES (ready/total), FETCHED, RENDERED.
+    /// GitRepos: NAME, REPO, BRANCH, COMMIT, BUNDLES (ready/total), FETCHED, RENDERED, STATE;
+    /// with `--clusters NAME`, one row per bundle and cluster: STATE, COMMIT, MESSAGE.
     #[command(alias = "gitrepo")]
     Gitrepos {
         /// Only these GitRepos.
         names: Vec<String>,
-        /// Namespace (every namespace when omitted).
+        /// Namespace (every namespace when omitted; `default` with --clusters).
         #[arg(short = 'n', long)]
         namespace: Option<String>,
+        /// The named GitRepo's clusters, bundle by bundle, each with its Fleet state (Ready,
+        /// NotReady, WaitApplied, ErrApplied, OutOfSync, Modified, Pending), commit and why
+        /// it is not Ready.
+        #[arg(long)]
+        clusters: bool,
+        /// With --clusters: only clusters in this state.
+        #[arg(long, requires = "clusters")]
+        state: Option<String>,
     },
     /// Policies: NAME, REMEDIATION ACTION, COMPLIANCE STATE.
     #[command(alias = "policy", alias = "plc")]
@@ -298,6 +307,24 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
         GetWhat::Gitrepos {
             names: n,
             namespace,
+            clusters: true,
+            state,
+        } => {
+            let [name] = n.as_slice() else {
+                anyhow::bail!("get gitrepos --clusters: name one GitRepo");
+            };
+            if !format.is_table() {
+                anyhow::bail!("get gitrepos --clusters prints a table only");
+            }
+            let namespace = namespace.unwrap_or_else(|| "default".into());
+            let state = state.unwrap_or_default();
+            let rows = crate::kind::gitrepo::cluster_rows(hub, &namespace, name, &state).await?;
+            print(Ok(crate::kind::gitrepo::cluster_table(&rows)))
+        }
+        GetWhat::Gitrepos {
+            names: n,
+            namespace,
+            ..
         } => get::<flotilla_api::v1::GitRepo>(hub, format, names(n, namespace)).await,
         GetWhat::Addons { clusters, addon } => {
             let query = Query {

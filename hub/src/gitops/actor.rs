@@ -1,14 +1,15 @@
 //! The GitRepos' task: the only writer of the `gitrepos` bucket. It answers applies, deletes
 //! and syncs; starts each due fetch as a job (through the fetch pool: a worker process per
 //! fetch, bounded, one per host) that lists, fetches and renders off the task; writes a
-//! rendered commit's replica sets through [`ReplicaSets`]; and keeps each GitRepo's status,
-//! its bundles' counts refreshed from the replica sets' views.
+//! rendered commit's replica sets through [`ReplicaSets`]; pauses, resumes and undoes every
+//! bundle's rollout (an undo pins the commit delivered before, fetched by its id until resumed);
+//! and keeps each GitRepo's status, its bundles' counts refreshed from the replica sets' views.
 
-use super::rules::{self, Outcome, Tracked};
+use super::rules::{self, Outcome, Rollout, Tracked};
 use super::{Buckets, Deps, GitRepoError, Views};
 use crate::keys::ObjectRef;
 use crate::replicaset::{ReplicaSets, Writer};
-use flotilla_api::v1::{GitRepo, ManifestWorkReplicaSet};
+use flotilla_api::v1::{GitRepo, ManifestWorkReplicaSet, ReplicaSetHubState};
 use flotilla_gitfetch::launch::Worker;
 use flotilla_gitfetch::pool::Pool;
 use flotilla_gitops::source;
@@ -38,13 +39,16 @@ pub enum Msg {
     Delete(ObjectRef, Reply<()>),
     /// Fetch now.
     Sync(ObjectRef, Reply<GitRepo>),
+    /// Pause, resume or undo every bundle's rollout.
+    Rollout(ObjectRef, Rollout, Reply<GitRepo>),
 }
 
-/// A finished job: whose, for which spec, and what it came to.
+/// A finished job: whose, for which spec and pin, and what it came to.
 struct Done {
     key: ObjectRef,
     generation: i64,
     forced: i64,
+    pinned: Option<String>,
     outcome: Outcome,
 }
 
@@ -159,7 +163,48 @@ impl Actor {
                 };
                 let _ = reply.send(answer);
             }
+            Msg::Rollout(key, action, reply) => {
+                let _ = reply.send(self.rollout(&key, action).await);
+            }
         }
+    }
+
+    /// Pauses, resumes or undoes every bundle's rollout; the status says so (an undo's pin is
+    /// fetched at once).
+    async fn rollout(&mut self, key: &ObjectRef, action: Rollout) -> Result<GitRepo, GitRepoError> {
+        let Some(mut repo) = self.repos.get(key).cloned() else {
+            return Err(GitRepoError::NotFound(key.to_string()));
+        };
+        let mut status = repo.status.clone().unwrap_or_default();
+        let effect = rules::rollout(&mut status, action, key).map_err(GitRepoError::Refused)?;
+        if let Some(pause) = effect.pause_sets {
+            let verb = if pause { "pause" } else { "resume" };
+            for name in owned(&self.deps.replicasets, key) {
+                let by = Writer::GitRepo(&key.name);
+                match self
+                    .deps
+                    .replicasets
+                    .rollout_as(&key.namespace, &name, verb, by)
+                    .await
+                {
+                    Ok(_) | Err(crate::replicaset::ReplicaSetError::NotFound(_)) => {}
+                    Err(source) => return Err(GitRepoError::ReplicaSet { name, source }),
+                }
+            }
+        }
+        repo.status = Some(status);
+        let repo = self.store(repo).await?;
+        if effect.fetch
+            && let Some(t) = self.tracked.get_mut(key)
+        {
+            if t.in_flight {
+                t.again = true;
+            } else {
+                t.next = Some(Instant::now());
+            }
+        }
+        tracing::info!(gitrepo = %key, ?action, "GitRepo rollout changed");
+        Ok(repo)
     }
 
     /// Publishes a stored GitRepo and tracks it (fetched at once: nothing was fetched for it
@@ -299,13 +344,16 @@ impl Actor {
         t.next = None;
         let generation = repo.metadata.as_ref().map_or(0, |m| m.generation);
         let forced = source::spec(&repo).force_sync_generation;
-        // A new spec or a forced sync renders whatever the branch names; otherwise a listing
-        // naming the commit last fetched ends the fetch there.
-        let known = if moved && t.generation != 0 {
-            None
-        } else {
-            rules::known_commit(&repo)
-        };
+        let pinned = rules::pinned(&repo).map(str::to_owned);
+        let delivered = repo.status.as_ref().map_or("", |s| s.commit.as_str());
+        // A new spec, a forced sync or a pin not delivered yet renders whatever is asked for;
+        // otherwise a listing naming the commit last fetched ends the fetch there.
+        let known =
+            if (moved && t.generation != 0) || pinned.as_deref().is_some_and(|p| p != delivered) {
+                None
+            } else {
+                rules::known_commit(&repo)
+            };
         let config = &self.deps.config;
         let mut request = source::fetch_request(
             &repo,
@@ -313,6 +361,10 @@ impl Actor {
             &config.file_roots,
             config.allow_loopback,
         );
+        if let Some(pin) = &pinned {
+            // Undone: the pinned commit, by its id, whatever the spec follows.
+            request.want = Some(flotilla_gitfetch::protocol::Want::Revision(pin.clone()));
+        }
         // The Secret `clientSecretName` names, read now: its values reach the worker on stdin
         // only; a missing or unusable one fails this fetch, saying which and why.
         let refused = match super::credentials::of(&self.deps.secrets, &repo) {
@@ -338,6 +390,7 @@ impl Actor {
                     key: job.key,
                     generation,
                     forced,
+                    pinned,
                     outcome,
                 }
             }
@@ -354,6 +407,11 @@ impl Actor {
         let ok = !matches!(done.outcome, Outcome::Failed { .. });
         let t = self.tracked.entry(done.key.clone()).or_default();
         t.in_flight = false;
+        if done.pinned.as_deref() != rules::pinned(&repo) {
+            // Undone or resumed while it ran: what it fetched is not what is wanted now.
+            t.next = Some(now);
+            return;
+        }
         t.generation = done.generation;
         t.forced = done.forced;
         t.failures = if ok { 0 } else { t.failures + 1 };
@@ -414,10 +472,19 @@ impl Actor {
         let key = super::key_of(repo);
         let existing = self.deps.replicasets.list(&key.namespace);
         let refs: Vec<&ManifestWorkReplicaSet> = existing.iter().map(Arc::as_ref).collect();
-        let writes = match rules::writes(repo, &bundles, &commit.sha, &refs) {
+        let mut writes = match rules::writes(repo, &bundles, &commit.sha, &refs) {
             Ok(w) => w,
             Err(problems) => return Outcome::Invalid { commit, problems },
         };
+        if repo.status.as_ref().is_some_and(|s| s.rollout_paused) {
+            // New bundles are made paused (existing sets keep their own pause).
+            for rs in &mut writes.apply {
+                rs.hub = Some(ReplicaSetHubState {
+                    paused: true,
+                    ..Default::default()
+                });
+            }
+        }
         let mut problems = Vec::new();
         let by = Writer::GitRepo(&key.name);
         for rs in writes.apply {

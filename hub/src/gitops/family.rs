@@ -6,7 +6,7 @@
 //!
 //! | Service | Open (no token) | Read (any identity) | WriteWork (admin, deployer) | Write (admin) |
 //! |---|---|---|---|---|
-//! | `flotilla.v1.GitRepoService` | | `GetGitRepo`, `ListGitRepos` | | `ApplyGitRepo`, `DeleteGitRepo`, `SyncGitRepo` |
+//! | `flotilla.v1.GitRepoService` | | `GetGitRepo`, `ListGitRepos`, `ListGitRepoClusters` | | `ApplyGitRepo`, `DeleteGitRepo`, `SyncGitRepo`, `RolloutGitRepo` |
 
 use super::{Buckets, Deps, GitOpsConfig, GitRepos};
 use crate::controller::{Recipe, Start, StartError};
@@ -31,8 +31,10 @@ impl Recipe for GitRepoFamily {
             ("ApplyGitRepo", Write, NAMESPACE_WRITE),
             ("GetGitRepo", Read, FILTERED),
             ("ListGitRepos", Read, FILTERED),
+            ("ListGitRepoClusters", Read, FILTERED),
             ("DeleteGitRepo", Write, NAMESPACE_WRITE),
             ("SyncGitRepo", Write, NAMESPACE_WRITE),
+            ("RolloutGitRepo", Write, NAMESPACE_WRITE),
         ],
     )];
     type Settings = GitOpsConfig;

@@ -10,7 +10,8 @@ use crate::grants::{Target, Verb};
 use crate::grpc::guard;
 use flotilla_api::v1::git_repo_service_server::GitRepoService;
 use flotilla_api::v1::{
-    DeleteGitRepoResponse, GetGitRepoRequest, GitRepo, ListGitReposRequest, ListGitReposResponse,
+    DeleteGitRepoResponse, GetGitRepoRequest, GitRepo, ListGitRepoClustersRequest,
+    ListGitRepoClustersResponse, ListGitReposRequest, ListGitReposResponse, RolloutRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -20,7 +21,10 @@ impl From<GitRepoError> for Status {
             GitRepoError::Invalid(_) => Status::invalid_argument(e.to_string()),
             GitRepoError::NotFound(_) => Status::not_found(e.to_string()),
             GitRepoError::Exhausted(_) => Status::resource_exhausted(e.to_string()),
-            GitRepoError::Unavailable(_) | GitRepoError::Gone => Status::unavailable(e.to_string()),
+            GitRepoError::Refused(_) => Status::failed_precondition(e.to_string()),
+            GitRepoError::ReplicaSet { .. } | GitRepoError::Unavailable(_) | GitRepoError::Gone => {
+                Status::unavailable(e.to_string())
+            }
         }
     }
 }
@@ -126,5 +130,45 @@ impl GitRepoService for GitRepoApi {
         allow(&request, Verb::Write, &r.namespace, &r.name, "sync")?;
         let r = request.into_inner();
         Ok(Response::new(self.repos.sync(&r.namespace, &r.name).await?))
+    }
+
+    async fn list_git_repo_clusters(
+        &self,
+        request: Request<ListGitRepoClustersRequest>,
+    ) -> Result<Response<ListGitRepoClustersResponse>, Status> {
+        let r = request.get_ref();
+        check(&GetGitRepoRequest {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        })?;
+        allow(
+            &request,
+            Verb::Read,
+            &r.namespace,
+            &r.name,
+            "get the clusters of",
+        )?;
+        let r = request.into_inner();
+        let (rows, truncated) = self.repos.clusters(&r.namespace, &r.name, &r.state)?;
+        Ok(Response::new(ListGitRepoClustersResponse {
+            rows,
+            truncated,
+        }))
+    }
+
+    async fn rollout_git_repo(
+        &self,
+        request: Request<RolloutRequest>,
+    ) -> Result<Response<GitRepo>, Status> {
+        let r = request.get_ref();
+        check(&GetGitRepoRequest {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        })?;
+        allow(&request, Verb::Write, &r.namespace, &r.name, "roll out")?;
+        let r = request.into_inner();
+        Ok(Response::new(
+            self.repos.rollout(&r.namespace, &r.name, &r.action).await?,
+        ))
     }
 }

@@ -26,8 +26,9 @@ pub mod rules;
 
 use crate::handle::{Gone, Handle};
 use crate::keys::ObjectRef;
+use crate::replicaset::rules::state::State;
 use crate::store::StoreError;
-use flotilla_api::v1::GitRepo;
+use flotilla_api::v1::{GitRepo, GitRepoClusterRow};
 use flotilla_gitfetch::protocol::Limits;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +40,8 @@ use tokio::sync::watch;
 pub const BUCKET: &str = "gitrepos";
 /// The fetch worker's binary name (looked for next to the hub's own when not configured).
 pub const WORKER_BINARY: &str = "flotilla-git-fetch";
+/// Rows one `ListGitRepoClusters` answers at most.
+pub const MAX_CLUSTER_ROWS: usize = 10_000;
 
 /// Settings (the `--gitops-*` flags).
 #[derive(Debug, Clone)]
@@ -117,6 +120,18 @@ pub enum GitRepoError {
     /// The hub holds as many GitRepos as it may.
     #[error("{0} GitRepos at most (--gitops-max-repos)")]
     Exhausted(usize),
+    /// The call is not possible in the GitRepo's state (nothing to undo to).
+    #[error("{0}")]
+    Refused(String),
+    /// One of its replica sets could not be changed.
+    #[error("its replica set {name} could not be changed: {source}; try again")]
+    ReplicaSet {
+        /// The replica set.
+        name: String,
+        /// Why.
+        #[source]
+        source: crate::replicaset::ReplicaSetError,
+    },
     /// Storage failed.
     #[error("storage unavailable: {0}")]
     Unavailable(#[from] StoreError),
@@ -157,6 +172,8 @@ type Views = crate::handle::Views<GitRepo>;
 #[derive(Clone)]
 pub struct GitRepos {
     handle: Handle<actor::Msg, GitRepo>,
+    /// Where the bundles are (read for the per-cluster rows).
+    sets: crate::replicaset::ReplicaSets,
 }
 
 impl std::fmt::Debug for GitRepos {
@@ -181,10 +198,12 @@ impl GitRepos {
     ) -> Result<(Self, tokio::task::JoinHandle<()>), GitRepoError> {
         let stored = buckets.repos.load_all().await?;
         let views: Views = Arc::default();
+        let sets = deps.replicasets.clone();
         let (tx, task) = actor::spawn(buckets, deps, views.clone(), stored, shutdown);
         Ok((
             Self {
                 handle: Handle::new(tx, views),
+                sets,
             },
             task,
         ))
@@ -224,5 +243,81 @@ impl GitRepos {
     pub async fn sync(&self, namespace: &str, name: &str) -> Result<GitRepo, GitRepoError> {
         let key = ObjectRef::new(namespace, name);
         self.handle.ask(|r| actor::Msg::Sync(key, r)).await?
+    }
+
+    /// Every bundle's decided clusters (bundle by bundle) with their state, the commit their
+    /// work carries and why they are not Ready, computed now; only those in `state` when it is
+    /// given. At most [`MAX_CLUSTER_ROWS`], and whether more were left out.
+    pub fn clusters(
+        &self,
+        namespace: &str,
+        name: &str,
+        state: &str,
+    ) -> Result<(Vec<GitRepoClusterRow>, bool), GitRepoError> {
+        if !state.is_empty() && !State::ALL.iter().any(|s| s.name() == state) {
+            let names: Vec<&str> = State::ALL.iter().map(|s| s.name()).collect();
+            return Err(GitRepoError::Invalid(vec![format!(
+                "state: {state:?} is not one of {}",
+                names.join(", ")
+            )]));
+        }
+        if self.get(namespace, name).is_none() {
+            return Err(GitRepoError::NotFound(format!("{namespace}/{name}")));
+        }
+        let mut sets: Vec<_> = self
+            .sets
+            .list(namespace)
+            .into_iter()
+            .filter(|rs| rules::owned_by(rs, name))
+            .collect();
+        sets.sort_by(|a, b| {
+            a.metadata
+                .as_ref()
+                .map(|m| &m.name)
+                .cmp(&b.metadata.as_ref().map(|m| &m.name))
+        });
+        let mut rows = Vec::new();
+        for rs in sets {
+            let m = rs.metadata.clone().unwrap_or_default();
+            let bundle = m
+                .labels
+                .get(flotilla_gitops::source::BUNDLE_LABEL)
+                .cloned()
+                .unwrap_or_else(|| m.name.clone());
+            let found = self.sets.rows(namespace, &m.name).unwrap_or_default();
+            for r in found {
+                if !state.is_empty() && r.state.name() != state {
+                    continue;
+                }
+                if rows.len() == MAX_CLUSTER_ROWS {
+                    return Ok((rows, true));
+                }
+                rows.push(GitRepoClusterRow {
+                    bundle: bundle.clone(),
+                    cluster: r.cluster,
+                    state: r.state.name().to_owned(),
+                    commit: r.commit,
+                    message: r.message,
+                });
+            }
+        }
+        Ok((rows, false))
+    }
+
+    /// `pause`, `resume` or `undo` every bundle's rollout (undo: the commit delivered before,
+    /// pinned until resumed); answered once stored.
+    pub async fn rollout(
+        &self,
+        namespace: &str,
+        name: &str,
+        action: &str,
+    ) -> Result<GitRepo, GitRepoError> {
+        let action: rules::Rollout = action
+            .parse()
+            .map_err(|e: String| GitRepoError::Invalid(vec![e]))?;
+        let key = ObjectRef::new(namespace, name);
+        self.handle
+            .ask(|r| actor::Msg::Rollout(key, action, r))
+            .await?
     }
 }

@@ -1,6 +1,8 @@
 //! The GitRepos' decisions, pure: when a GitRepo is fetched next, whether a fetch must render,
-//! which replica sets a rendered commit writes and which go, and the status that says so.
+//! which replica sets a rendered commit writes and which go, the status that says so, and what
+//! `flotilla rollout pause|resume|undo gitrepo` does.
 
+use crate::replicaset::rules::state;
 use flotilla_api::meta::{self, status as cstatus};
 use flotilla_api::v1::{
     BundleStatus, Condition, GitCommit, GitRepo, GitRepoStatus, ManifestWorkReplicaSet,
@@ -21,6 +23,10 @@ pub const FETCHED: &str = "Fetched";
 pub const RENDERED: &str = "Rendered";
 /// Condition: every bundle's works are available on every cluster.
 pub const READY: &str = "Ready";
+/// Condition: undone to an earlier commit, delivered instead of the spec's until resumed.
+pub const PINNED: &str = "Pinned";
+/// Delivered commits kept for undo.
+pub const PREVIOUS_KEPT: usize = 10;
 
 /// Where one GitRepo's fetching stands (the task's own, never stored).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -253,6 +259,9 @@ pub fn after_fetch(
             let message = format!("commit {}", short(&commit.sha));
             set(&mut s.conditions, FETCHED, true, "Fetched", &message);
             if delivered {
+                if s.commit != commit.sha {
+                    s.previous_commits = previous_after(&s, &commit.sha);
+                }
                 s.commit = commit.sha.clone();
                 let message = format!("{} bundles at {}", bundles.len(), short(&commit.sha));
                 set(&mut s.conditions, RENDERED, true, "Rendered", &message);
@@ -291,6 +300,131 @@ pub fn after_fetch(
     s
 }
 
+/// The commits delivered before `delivering` once it is delivered over `s`: the one delivered
+/// now goes first; delivering the pinned commit (an undo) drops it and every newer one, so a
+/// second undo goes one further back.
+fn previous_after(s: &GitRepoStatus, delivering: &str) -> Vec<String> {
+    if s.pinned_commit == delivering {
+        return match s.previous_commits.iter().position(|c| c == delivering) {
+            Some(i) => s.previous_commits[i + 1..].to_vec(),
+            None => s.previous_commits.clone(),
+        };
+    }
+    let mut out: Vec<String> = std::iter::once(s.commit.clone())
+        .filter(|c| !c.is_empty())
+        .chain(
+            s.previous_commits
+                .iter()
+                .filter(|c| *c != delivering)
+                .cloned(),
+        )
+        .collect();
+    out.dedup();
+    out.truncate(PREVIOUS_KEPT);
+    out
+}
+
+/// A rollout command over every bundle of a GitRepo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rollout {
+    /// Pause every bundle's replica set (new ones are made paused).
+    Pause,
+    /// Resume them, and unpin: what the spec follows is delivered again.
+    Resume,
+    /// Deliver the commit delivered before the current one, and pin it.
+    Undo,
+}
+
+impl std::str::FromStr for Rollout {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pause" => Ok(Self::Pause),
+            "resume" => Ok(Self::Resume),
+            "undo" => Ok(Self::Undo),
+            other => Err(format!(
+                "action: {other:?} is not one of pause, resume, undo"
+            )),
+        }
+    }
+}
+
+/// What a rollout command does besides its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RolloutEffect {
+    /// Pause (`true`) or resume (`false`) every bundle's replica set; `None`: leave them.
+    pub pause_sets: Option<bool>,
+    /// Fetch at once (the commit to deliver changed).
+    pub fetch: bool,
+}
+
+/// `action` on the status of GitRepo `key`; the refusal says why (nothing to go back to).
+pub fn rollout(
+    status: &mut GitRepoStatus,
+    action: Rollout,
+    key: &crate::keys::ObjectRef,
+) -> Result<RolloutEffect, String> {
+    let resume = format!(
+        "`flotilla rollout resume gitrepo {} -n {}`",
+        key.name, key.namespace
+    );
+    match action {
+        Rollout::Pause => {
+            status.rollout_paused = true;
+            Ok(RolloutEffect {
+                pause_sets: Some(true),
+                fetch: false,
+            })
+        }
+        Rollout::Resume => {
+            status.rollout_paused = false;
+            let pinned = std::mem::take(&mut status.pinned_commit);
+            meta::remove_condition(&mut status.conditions, PINNED);
+            Ok(RolloutEffect {
+                pause_sets: Some(false),
+                fetch: !pinned.is_empty(),
+            })
+        }
+        Rollout::Undo => {
+            // Pinned and not delivered yet: the pinned commit is still listed; go past it.
+            let from = status
+                .previous_commits
+                .iter()
+                .position(|c| *c == status.pinned_commit)
+                .map_or(0, |i| i + 1);
+            let Some(target) = status.previous_commits.get(from).cloned() else {
+                return Err(if status.commit.is_empty() {
+                    format!("GitRepo {key}: nothing was delivered yet: nothing to go back to")
+                } else {
+                    format!(
+                        "GitRepo {key}: no commit was delivered before {}: nothing to go back to",
+                        short(&status.commit)
+                    )
+                });
+            };
+            let message = format!(
+                "undone to {}: new commits are fetched but not rolled out until {resume}",
+                short(&target)
+            );
+            set(&mut status.conditions, PINNED, true, "Undone", &message);
+            status.pinned_commit = target;
+            Ok(RolloutEffect {
+                pause_sets: None,
+                fetch: true,
+            })
+        }
+    }
+}
+
+/// The commit a fetch of `repo` asks for instead of what its spec follows: the pinned one.
+pub fn pinned(repo: &GitRepo) -> Option<&str> {
+    repo.status
+        .as_ref()
+        .map(|s| s.pinned_commit.as_str())
+        .filter(|c| !c.is_empty())
+}
+
 /// Each bundle's status from its replica set as the replica sets show it now, and the `Ready`
 /// condition over them. Returns whether anything changed.
 pub fn refresh_bundles(status: &mut GitRepoStatus, owned: &[&ManifestWorkReplicaSet]) -> bool {
@@ -310,6 +444,7 @@ pub fn refresh_bundles(status: &mut GitRepoStatus, owned: &[&ManifestWorkReplica
                 content: get(CONTENT_ANNOTATION),
                 content_commit: get(COMMIT_ANNOTATION),
                 summary: rs.status.as_ref().and_then(|s| s.summary),
+                states: rs.status.as_ref().and_then(|s| s.states),
             }
         })
         .collect();
@@ -330,10 +465,28 @@ pub fn refresh_bundles(status: &mut GitRepoStatus, owned: &[&ManifestWorkReplica
         })
         .collect();
     let ready_bundles = format!("{}/{}", bundles.len() - not_ready.len(), bundles.len());
-    let before = (status.bundles.clone(), status.ready_bundles.clone());
+    let states = bundles
+        .iter()
+        .filter_map(|b| b.states.as_ref())
+        .fold(Default::default(), |sum, s| state::sum(&sum, s));
+    let display = state::worst(&states).map_or("", state::State::name);
+    let before = (
+        status.bundles.clone(),
+        status.ready_bundles.clone(),
+        status.states,
+        status.display_state.clone(),
+    );
     status.bundles = bundles;
     status.ready_bundles = ready_bundles;
-    let mut changed = before != (status.bundles.clone(), status.ready_bundles.clone());
+    status.states = Some(states);
+    status.display_state = display.to_owned();
+    let after = (
+        status.bundles.clone(),
+        status.ready_bundles.clone(),
+        status.states,
+        status.display_state.clone(),
+    );
+    let mut changed = before != after;
     changed |= if status.bundles.is_empty() {
         meta::set_condition(
             &mut status.conditions,

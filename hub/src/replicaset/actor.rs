@@ -136,17 +136,7 @@ impl Actor {
 
     /// The works this replica set made, by cluster.
     fn my_works(&self) -> BTreeMap<String, std::sync::Arc<ManifestWork>> {
-        self.deps
-            .works
-            .snapshot()
-            .into_iter()
-            .filter(|w| self.owns(w))
-            .filter_map(|w| {
-                let cluster = w.metadata.as_ref()?.namespace.clone();
-                // Statuses are held encoded: decoded for this set's works only.
-                Some((cluster, std::sync::Arc::new(w.to_work())))
-            })
-            .collect()
+        works_of(&self.deps.works, &self.owner)
     }
 
     /// One reconciliation; returns when to look again.
@@ -237,6 +227,28 @@ impl Actor {
             }
         }
     }
+}
+
+/// The works of the replica set whose owner label is `owner`, by cluster.
+pub(super) fn works_of(
+    works: &crate::inventory::WorkInventory,
+    owner: &str,
+) -> BTreeMap<String, std::sync::Arc<ManifestWork>> {
+    works
+        .snapshot()
+        .into_iter()
+        .filter(|w| {
+            w.metadata
+                .as_ref()
+                .and_then(|m| m.labels.get(REPLICASET_LABEL))
+                .is_some_and(|o| o == owner)
+        })
+        .filter_map(|w| {
+            let cluster = w.metadata.as_ref()?.namespace.clone();
+            // Statuses are held encoded: decoded for this set's works only.
+            Some((cluster, std::sync::Arc::new(w.to_work())))
+        })
+        .collect()
 }
 
 fn soon() -> tokio::time::Instant {

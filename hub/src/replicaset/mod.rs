@@ -276,6 +276,24 @@ impl ReplicaSets {
             .get(&ObjectRef::new(namespace, name).inventory_key())
     }
 
+    /// Each cluster the placements of replica set `namespace/name` decide (each once, in
+    /// placement order): its Fleet state, the commit its work carries and why it is not Ready,
+    /// computed now from the works. `None`: no such replica set.
+    pub fn rows(&self, namespace: &str, name: &str) -> Option<Vec<rules::state::Row>> {
+        let rs = self.get(namespace, name)?;
+        let owner = rules::owner_label(namespace, name);
+        let works = actor::works_of(&self.inner.deps.works, &owner);
+        let decided: Vec<String> = rs
+            .spec
+            .iter()
+            .flat_map(|s| &s.placement_refs)
+            .filter_map(|p| self.inner.deps.placements.get(namespace, &p.name))
+            .flat_map(|view| view.decided_by_group().into_iter().map(|(c, _)| c))
+            .collect();
+        let hash = rules::template_hash(&rs);
+        Some(rules::state::rows(&decided, &works, &hash))
+    }
+
     /// Replica sets of a namespace (every namespace when empty).
     pub fn list(&self, namespace: &str) -> Vec<Arc<ManifestWorkReplicaSet>> {
         if namespace.is_empty() {

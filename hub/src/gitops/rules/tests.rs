@@ -254,3 +254,139 @@ fn ready_when_every_bundle_s_works_are_available() {
     assert_eq!(status.bundles[0].path, "apps/web");
     assert_eq!(status.bundles[0].content_commit, "a".repeat(40));
 }
+
+/// `s` after commit `sha` rendered and was delivered.
+fn delivered(s: &GitRepoStatus, sha: &str) -> GitRepoStatus {
+    let outcome = Outcome::Rendered {
+        commit: commit(sha),
+        bundles: vec![bundle("web", sha)],
+    };
+    after_fetch(s, 1, &outcome, true, None)
+}
+
+#[test]
+fn undo_pins_the_commit_delivered_before_a_second_goes_further_and_resume_unpins() {
+    let key = crate::keys::ObjectRef::new("edge-apps", "shop");
+    let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+    let mut s = GitRepoStatus::default();
+    let e = rollout(&mut s, Rollout::Undo, &key).unwrap_err();
+    assert_eq!(
+        e,
+        "GitRepo edge-apps/shop: nothing was delivered yet: nothing to go back to"
+    );
+    s = delivered(&delivered(&delivered(&s, &a), &b), &c);
+    assert_eq!(s.previous_commits, [b.clone(), a.clone()]);
+
+    // Undo: b is pinned and fetched at once; delivered, it leaves only a behind it.
+    let effect = rollout(&mut s, Rollout::Undo, &key).unwrap();
+    assert_eq!(
+        effect,
+        RolloutEffect {
+            pause_sets: None,
+            fetch: true
+        }
+    );
+    assert_eq!(s.pinned_commit, b);
+    let pin = meta::find_condition(&s.conditions, PINNED).unwrap();
+    assert_eq!(
+        pin.message,
+        "undone to bbbbbbb: new commits are fetched but not rolled out until `flotilla rollout \
+         resume gitrepo shop -n edge-apps`"
+    );
+    // A second undo before b was delivered goes past b, not to it again.
+    let mut early = s.clone();
+    rollout(&mut early, Rollout::Undo, &key).unwrap();
+    assert_eq!(early.pinned_commit, a);
+    s = delivered(&s, &b);
+    assert_eq!(
+        (s.commit.as_str(), s.previous_commits.clone()),
+        (b.as_str(), vec![a.clone()])
+    );
+    rollout(&mut s, Rollout::Undo, &key).unwrap();
+    assert_eq!(s.pinned_commit, a, "a second undo goes one further back");
+    s = delivered(&s, &a);
+    assert!(s.previous_commits.is_empty());
+    let e = rollout(&mut s, Rollout::Undo, &key).unwrap_err();
+    assert_eq!(
+        e,
+        "GitRepo edge-apps/shop: no commit was delivered before aaaaaaa: nothing to go back to"
+    );
+
+    // Resume unpins (fetching at once) and resumes the replica sets; the head goes on top.
+    let effect = rollout(&mut s, Rollout::Resume, &key).unwrap();
+    assert_eq!(
+        effect,
+        RolloutEffect {
+            pause_sets: Some(false),
+            fetch: true
+        }
+    );
+    assert!(s.pinned_commit.is_empty());
+    assert_eq!(meta::find_condition(&s.conditions, PINNED), None);
+    s = delivered(&s, &c);
+    assert_eq!(s.previous_commits, [a]);
+}
+
+#[test]
+fn pause_holds_every_bundle_and_resume_without_a_pin_fetches_nothing() {
+    let key = crate::keys::ObjectRef::new("edge-apps", "shop");
+    let mut s = GitRepoStatus::default();
+    let effect = rollout(&mut s, Rollout::Pause, &key).unwrap();
+    assert_eq!(effect.pause_sets, Some(true));
+    assert!(s.rollout_paused && !effect.fetch);
+    let effect = rollout(&mut s, Rollout::Resume, &key).unwrap();
+    assert_eq!(
+        effect,
+        RolloutEffect {
+            pause_sets: Some(false),
+            fetch: false
+        }
+    );
+    assert!(!s.rollout_paused);
+    assert_eq!(
+        "rewind".parse::<Rollout>().unwrap_err(),
+        "action: \"rewind\" is not one of pause, resume, undo"
+    );
+}
+
+#[test]
+fn delivered_commits_are_kept_newest_first_and_bounded() {
+    let mut s = GitRepoStatus::default();
+    for i in 0..15 {
+        s = delivered(&s, &format!("{i:040}"));
+    }
+    assert_eq!(s.previous_commits.len(), PREVIOUS_KEPT);
+    assert_eq!(s.previous_commits[0], format!("{:040}", 13));
+    let again = delivered(&s, &format!("{:040}", 14));
+    assert_eq!(
+        again.previous_commits, s.previous_commits,
+        "the same commit moves nothing"
+    );
+}
+
+#[test]
+fn the_bundles_states_are_summed_and_the_worst_is_shown() {
+    use crate::replicaset::rules::state::{State, count};
+    let r = repo(1);
+    let mut web = source::replica_set(&r, &bundle("web", "w"), &"a".repeat(40));
+    let mut db = source::replica_set(&r, &bundle("db", "d"), &"a".repeat(40));
+    web.status = Some(ManifestWorkReplicaSetStatus {
+        states: Some(count([State::Ready, State::ErrApplied])),
+        ..Default::default()
+    });
+    db.status = Some(ManifestWorkReplicaSetStatus {
+        states: Some(count([State::Ready, State::OutOfSync])),
+        ..Default::default()
+    });
+    let mut status = GitRepoStatus::default();
+    assert!(refresh_bundles(&mut status, &[&web, &db]));
+    let s = status.states.unwrap();
+    assert_eq!((s.ready, s.err_applied, s.out_of_sync), (2, 1, 1));
+    assert_eq!(status.display_state, "ErrApplied");
+    let web_states = status.bundles.iter().find(|b| b.name == "web").unwrap();
+    assert_eq!(web_states.states.unwrap().err_applied, 1);
+    assert!(
+        !refresh_bundles(&mut status, &[&web, &db]),
+        "nothing changed"
+    );
+}

@@ -162,9 +162,15 @@ impl Planner<'_> {
         let placement_works = clusters
             .iter()
             .filter_map(|c| self.works.get(&c.name).map(|w| &**w));
+        let states = rules::state::count(
+            clusters
+                .iter()
+                .map(|c| rules::state::state(self.works.get(&c.name).map(|w| &**w), self.hash).0),
+        );
         plan.summaries.push(PlacementSummary {
             name: pref.name.clone(),
             summary: Some(rules::summary(placement_works)),
+            states: Some(states),
             waiting: round.waiting.len() as i32,
             stopped_reason: round.stopped_reason,
             notes: round.notes,
@@ -266,6 +272,12 @@ pub fn status(
     );
     st.summary = Some(total);
     st.placement_summaries = std::mem::take(&mut plan.summaries);
+    st.states = Some(
+        st.placement_summaries
+            .iter()
+            .filter_map(|p| p.states.as_ref())
+            .fold(Default::default(), |sum, s| rules::state::sum(&sum, s)),
+    );
     st
 }
 

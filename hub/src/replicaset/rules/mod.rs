@@ -1,6 +1,7 @@
 //! Pure rules of ManifestWorkReplicaSets: validation naming every field, the per-cluster work a
 //! replica set wants, where a cluster's work stands against the current template (the rollout's
-//! input), and the status summary; [`owner`]: who may write a replica set a GitRepo writes.
+//! input), and the status summary; [`owner`]: who may write a replica set a GitRepo writes;
+//! [`state`]: each decided cluster's state, Rancher Fleet's.
 
 use flotilla_api::meta;
 use flotilla_api::v1::{
@@ -13,12 +14,15 @@ use sha2::{Digest, Sha256};
 use std::time::SystemTime;
 
 pub mod owner;
+pub mod state;
 
 pub use flotilla_api::meta::REPLICASET_LABEL;
 /// Label naming the placement that put a work on its cluster.
 pub const PLACEMENT_LABEL: &str = "work.open-cluster-management.io/placementname";
 /// Annotation with the hash of the template a work was made from.
 pub const TEMPLATE_HASH_ANNOTATION: &str = "work.flotilla.io/template-hash";
+/// Annotation of a GitRepo's replica set (and of its works): the commit of its content.
+pub use flotilla_gitops::source::COMMIT_ANNOTATION;
 
 /// The `REPLICASET_LABEL` value of a replica set.
 pub fn owner_label(namespace: &str, name: &str) -> String {
@@ -57,6 +61,10 @@ pub fn work_for(
     labels.insert(PLACEMENT_LABEL.to_string(), placement.to_string());
     let mut annotations = std::collections::HashMap::new();
     annotations.insert(TEMPLATE_HASH_ANNOTATION.to_string(), hash.to_string());
+    // A GitRepo's bundle: each work says the commit its content was rendered at.
+    if let Some(commit) = m.annotations.get(COMMIT_ANNOTATION) {
+        annotations.insert(COMMIT_ANNOTATION.to_string(), commit.clone());
+    }
     ManifestWork {
         metadata: Some(ObjectMeta {
             name: m.name.clone(),

@@ -231,3 +231,31 @@ fn a_paused_replica_set_starts_nothing_and_says_so() {
     let st = status(&r, &mut p, &BTreeMap::new());
     assert_eq!(condition(&st, COND_PLACEMENT_ROLLED_OUT).1, "Paused");
 }
+
+#[test]
+fn the_status_counts_each_decided_cluster_s_fleet_state_per_placement_and_in_all() {
+    let r = rs(&[("a", None), ("b", None)]);
+    let mut old = rs(&[("a", None)]);
+    let template = old.spec.as_mut().unwrap().manifest_work_template.as_mut();
+    template.unwrap().workload.as_mut().unwrap().manifests[0].raw =
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"old","namespace":"default"}}"#
+            .to_vec();
+    let w = works(vec![
+        work(&r, "c1", "a", true),
+        work(&r, "c2", "a", false),
+        work(&old, "c3", "b", true),
+    ]);
+    let mut p = decide(&r, &w, &[decided(&["c1", "c2"]), decided(&["c3", "c4"])]);
+    let st = status(&r, &mut p, &w);
+    let a = st.placement_summaries[0].states.unwrap();
+    assert_eq!((a.ready, a.wait_applied), (1, 1), "{a:?}");
+    let b = st.placement_summaries[1].states.unwrap();
+    // c3's work is of another template; c4 has none (both are being started this round).
+    assert_eq!((b.out_of_sync, b.pending), (1, 1), "{b:?}");
+    let all = st.states.unwrap();
+    assert_eq!(rules::state::total(&all), 4);
+    assert_eq!(
+        rules::state::worst(&all),
+        Some(rules::state::State::WaitApplied)
+    );
+}
