@@ -106,49 +106,10 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             show(format, || work::describe(&w), w.to_ocm())
         }
         DescribeWhat::Placement { name, namespace } => {
-            let r = PlacementRef { namespace, name };
-            let debug = hub
-                .idempotent(async || hub.placements().debug_placement(r.clone()).await)
-                .await?;
-            if !format.is_table() {
-                return show(format, String::new, placement::described(&debug));
-            }
-            // Only the text shows the decisions; the structured form has the placement's status.
-            let decisions = hub
-                .idempotent(async || hub.placements().list_decisions(r.clone()).await)
-                .await?
-                .items;
-            print(Ok(placement::describe(&debug, &decisions)))
+            describe_placement(hub, format, PlacementRef { namespace, name }).await
         }
         DescribeWhat::Policy { name, namespace } => {
-            // The rows are paged by the hub (1,000 a page: a policy on 10,000 clusters has
-            // ~10 MB of them).
-            let get = flotilla_api::v1::GetPolicyRequest {
-                namespace: namespace.clone(),
-                name: name.clone(),
-                ..Default::default()
-            };
-            let p = hub
-                .idempotent(async || hub.policies().get_policy(get.clone()).await)
-                .await?;
-            let clusters = crate::pager::all(|page_token| {
-                let r = flotilla_api::v1::GetPolicyRequest {
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                    page_size: 0,
-                    page_token,
-                };
-                async move {
-                    hub.idempotent(async || hub.policies().get_policy_details(r.clone()).await)
-                        .await
-                }
-            })
-            .await?;
-            show(
-                format,
-                || crate::kind::policy::describe(&p, &clusters),
-                p.to_ocm(),
-            )
+            describe_policy(hub, format, namespace, name).await
         }
         DescribeWhat::Managedserviceaccount { name, cluster } => {
             let r = flotilla_api::v1::GetManagedServiceAccountRequest {
@@ -210,6 +171,50 @@ pub async fn run(hub: &Hub, format: Format, what: DescribeWhat) -> Result<()> {
             show(format, || describe_replica_set(&rs), ocm)
         }
     }
+}
+
+/// A placement: the text shows its decisions, the structured form its status.
+async fn describe_placement(hub: &Hub, format: Format, r: PlacementRef) -> Result<()> {
+    let debug = hub
+        .idempotent(async || hub.placements().debug_placement(r.clone()).await)
+        .await?;
+    if !format.is_table() {
+        return show(format, String::new, placement::described(&debug));
+    }
+    let decisions = hub
+        .idempotent(async || hub.placements().list_decisions(r.clone()).await)
+        .await?
+        .items;
+    print(Ok(placement::describe(&debug, &decisions)))
+}
+
+/// A policy and its per-cluster rows, which the hub pages (1,000 a page: a policy on 10,000
+/// clusters has ~10 MB of them).
+async fn describe_policy(hub: &Hub, format: Format, namespace: String, name: String) -> Result<()> {
+    let get = flotilla_api::v1::GetPolicyRequest {
+        namespace,
+        name,
+        ..Default::default()
+    };
+    let p = hub
+        .idempotent(async || hub.policies().get_policy(get.clone()).await)
+        .await?;
+    let clusters = crate::pager::all(|page_token| {
+        let r = flotilla_api::v1::GetPolicyRequest {
+            page_token,
+            ..get.clone()
+        };
+        async move {
+            hub.idempotent(async || hub.policies().get_policy_details(r.clone()).await)
+                .await
+        }
+    })
+    .await?;
+    show(
+        format,
+        || crate::kind::policy::describe(&p, &clusters),
+        p.to_ocm(),
+    )
 }
 
 /// The human description of a replica set.

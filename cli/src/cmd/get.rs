@@ -309,18 +309,7 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
             namespace,
             clusters: true,
             state,
-        } => {
-            let [name] = n.as_slice() else {
-                anyhow::bail!("get gitrepos --clusters: name one GitRepo");
-            };
-            if !format.is_table() {
-                anyhow::bail!("get gitrepos --clusters prints a table only");
-            }
-            let namespace = namespace.unwrap_or_else(|| "default".into());
-            let state = state.unwrap_or_default();
-            let rows = crate::kind::gitrepo::cluster_rows(hub, &namespace, name, &state).await?;
-            print(Ok(crate::kind::gitrepo::cluster_table(&rows)))
-        }
+        } => gitrepo_clusters(hub, format, &n, namespace, state).await,
         GetWhat::Gitrepos {
             names: n,
             namespace,
@@ -379,6 +368,27 @@ pub async fn run(hub: &Hub, format: Format, what: GetWhat) -> Result<()> {
             namespace,
         } => get::<PlacementRule>(hub, format, names(n, namespace)).await,
     }
+}
+
+/// `get gitrepos NAME --clusters`: one GitRepo's clusters, a table, only those in `state`
+/// when one is given.
+async fn gitrepo_clusters(
+    hub: &Hub,
+    format: Format,
+    names: &[String],
+    namespace: Option<String>,
+    state: Option<String>,
+) -> Result<()> {
+    let [name] = names else {
+        anyhow::bail!("get gitrepos --clusters: name one GitRepo");
+    };
+    if !format.is_table() {
+        anyhow::bail!("get gitrepos --clusters prints a table only");
+    }
+    let namespace = namespace.unwrap_or_else(|| "default".into());
+    let state = state.unwrap_or_default();
+    let rows = crate::kind::gitrepo::cluster_rows(hub, &namespace, name, &state).await?;
+    print(Ok(crate::kind::gitrepo::cluster_table(&rows)))
 }
 
 /// `get` of one kind: fetches what `query` names and prints it — a list across namespaces as

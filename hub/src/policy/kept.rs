@@ -37,37 +37,28 @@ impl Kept for PlacementBinding {
     fn clear_status(&mut self) {}
 }
 
-impl Kept for PolicySet {
-    const KIND: &'static str = "PolicySet";
-    fn meta(&self) -> Option<&ObjectMeta> {
-        self.metadata.as_ref()
-    }
-    fn meta_mut(&mut self) -> &mut Option<ObjectMeta> {
-        &mut self.metadata
-    }
-    fn spec_changed(&self, stored: &Self) -> bool {
-        self.spec != stored.spec
-    }
-    fn clear_status(&mut self) {
-        self.status = None;
-    }
+/// A kind with a spec (compared for the generation) and a derived status (never stored).
+macro_rules! kept_with_spec {
+    ($($ty:ident),*) => {$(
+        impl Kept for $ty {
+            const KIND: &'static str = stringify!($ty);
+            fn meta(&self) -> Option<&ObjectMeta> {
+                self.metadata.as_ref()
+            }
+            fn meta_mut(&mut self) -> &mut Option<ObjectMeta> {
+                &mut self.metadata
+            }
+            fn spec_changed(&self, stored: &Self) -> bool {
+                self.spec != stored.spec
+            }
+            fn clear_status(&mut self) {
+                self.status = None;
+            }
+        }
+    )*};
 }
 
-impl Kept for PlacementRule {
-    const KIND: &'static str = "PlacementRule";
-    fn meta(&self) -> Option<&ObjectMeta> {
-        self.metadata.as_ref()
-    }
-    fn meta_mut(&mut self) -> &mut Option<ObjectMeta> {
-        &mut self.metadata
-    }
-    fn spec_changed(&self, stored: &Self) -> bool {
-        self.spec != stored.spec
-    }
-    fn clear_status(&mut self) {
-        self.status = None;
-    }
-}
+kept_with_spec!(PolicySet, PlacementRule);
 
 /// Stores `object` (already checked) stamped against the kept copy of its key: in `bucket`,
 /// then in `map`. The stored object, with its resourceVersion.
