@@ -310,81 +310,68 @@ impl Kind for AddOnDeploymentConfig {
     }
 }
 
+/// A delete through the AddOnService: `call` with the target as a `GetAddOnRequest`, the
+/// message `said` of it.
+async fn delete_addon<T>(
+    hub: &Hub,
+    target: Target,
+    call: impl AsyncFn(flotilla_api::v1::GetAddOnRequest) -> Result<tonic::Response<T>, tonic::Status>,
+    said: impl Fn(&flotilla_api::v1::GetAddOnRequest) -> String,
+) -> anyhow::Result<Gone> {
+    let r = flotilla_api::v1::GetAddOnRequest {
+        namespace: target.namespace,
+        name: target.name,
+    };
+    let d = hub.delete(async || call(r.clone()).await).await?;
+    Ok(Gone::new(d, said(&r)))
+}
+
 impl Delete for ClusterManagementAddOn {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetAddOnRequest {
-            namespace: target.namespace,
-            name: target.name,
-        };
-        let d = hub
-            .delete(async || {
-                hub.addons()
-                    .delete_cluster_management_add_on(r.clone())
-                    .await
-            })
-            .await?;
-        Ok(Gone::new(
-            d,
+        let call = async |r| hub.addons().delete_cluster_management_add_on(r).await;
+        delete_addon(hub, target, call, |r| {
             format!(
                 "clustermanagementaddon/{} deleted (with its ManagedClusterAddOns)",
                 r.name
-            ),
-        ))
+            )
+        })
+        .await
     }
 }
 
 impl Delete for ManagedClusterAddOn {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetAddOnRequest {
-            namespace: target.namespace,
-            name: target.name,
-        };
-        let d = hub
-            .delete(async || hub.addons().delete_managed_cluster_add_on(r.clone()).await)
-            .await?;
-        Ok(Gone::new(
-            d,
+        let call = async |r| hub.addons().delete_managed_cluster_add_on(r).await;
+        delete_addon(hub, target, call, |r| {
             format!(
                 "managedclusteraddon/{} deleted (cluster {})",
                 r.name, r.namespace
-            ),
-        ))
+            )
+        })
+        .await
     }
 }
 
 impl Delete for AddOnTemplate {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetAddOnRequest {
-            namespace: target.namespace,
-            name: target.name,
-        };
-        let d = hub
-            .delete(async || hub.addons().delete_add_on_template(r.clone()).await)
-            .await?;
-        Ok(Gone::new(d, format!("addontemplate/{} deleted", r.name)))
+        let call = async |r| hub.addons().delete_add_on_template(r).await;
+        delete_addon(hub, target, call, |r| {
+            format!("addontemplate/{} deleted", r.name)
+        })
+        .await
     }
 }
 
 impl Delete for AddOnDeploymentConfig {
     async fn delete(hub: &Hub, target: Target) -> anyhow::Result<Gone> {
-        let r = flotilla_api::v1::GetAddOnRequest {
-            namespace: target.namespace,
-            name: target.name,
-        };
-        let d = hub
-            .delete(async || {
-                hub.addons()
-                    .delete_add_on_deployment_config(r.clone())
-                    .await
-            })
-            .await?;
-        Ok(Gone::new(
-            d,
+        let call = async |r| hub.addons().delete_add_on_deployment_config(r).await;
+        delete_addon(hub, target, call, |r| {
             format!(
                 "addondeploymentconfig/{} deleted (namespace {})",
                 r.name, r.namespace
-            ),
-        ))
+            )
+        })
+        .await
     }
 }
 
