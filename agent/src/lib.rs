@@ -120,6 +120,9 @@ pub struct AgentConfig {
     pub status_interval: Duration,
     /// How often work resources are observed (status and feedback).
     pub work_status_interval: Duration,
+    /// How long a work reports `Repaired` after drift repair wrote something back, and the
+    /// span over which repairs count towards a fight (`Contested`).
+    pub drift_window: Duration,
     /// How often the agent asks the hub for a spec resync besides every (re)connect (jittered).
     pub resync_interval: Duration,
     /// How often the agent reports its AddOnPlacementScores (None = never); each report is
@@ -236,6 +239,7 @@ impl AgentConfig {
             denied_poll: Duration::from_secs(300),
             status_interval: Duration::from_secs(10),
             work_status_interval: Duration::from_secs(10),
+            drift_window: work::drift::DriftRules::default().window,
             resync_interval: Duration::from_secs(300),
             score_interval: Some(Duration::from_secs(60)),
             max_event_bytes: flotilla_bus::envelope::DEFAULT_MAX_EVENT_BYTES,
@@ -628,7 +632,10 @@ fn work_manager(
             max_event_bytes: config.max_event_bytes,
             raw_json: config.feature_gates.raw_json(),
             metrics: config.metrics.clone(),
-            drift: work::drift::DriftRules::default(),
+            drift: work::drift::DriftRules {
+                window: config.drift_window,
+                ..Default::default()
+            },
             anchor_scope: config
                 .hub_session
                 .as_ref()

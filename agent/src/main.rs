@@ -68,6 +68,11 @@ struct Args {
     /// Seconds between observations of work resources (status, feedback).
     #[arg(long, default_value_t = 10)]
     work_status_interval_seconds: u64,
+    /// Seconds a work reports `Repaired` after resources changed on the cluster were put back
+    /// (a GitRepo's cluster shows `Modified` that long), and the span over which repeated
+    /// repairs become a fight (`Contested`).
+    #[arg(long, env = "FLOTILLA_DRIFT_WINDOW_SECONDS", default_value_t = 60)]
+    drift_window_seconds: u64,
     /// Seconds between periodic spec resyncs (besides every reconnect).
     #[arg(long, default_value_t = 300)]
     resync_interval_seconds: u64,
@@ -303,6 +308,7 @@ fn intervals(args: &Args, config: &mut AgentConfig) {
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
     config.work_status_interval = Duration::from_secs(args.work_status_interval_seconds.max(1));
+    config.drift_window = Duration::from_secs(args.drift_window_seconds.max(1));
     config.resync_interval = Duration::from_secs(args.resync_interval_seconds.max(1));
     config.score_interval =
         (args.score_interval_seconds > 0).then(|| Duration::from_secs(args.score_interval_seconds));

@@ -620,3 +620,63 @@ async fn a_resource_someone_keeps_changing_is_repaired_with_back_off_and_reporte
     );
     assert_eq!(spoke.metrics.drift_repairs.get(), 4);
 }
+
+/// The `Repaired` condition of a report: (status, reason, message).
+fn repaired(r: &WorkStatusReport) -> Option<(String, String, String)> {
+    r.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "Repaired")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// A resource changed by hand and put back makes the work `Repaired` (naming it) for one drift
+/// window, then the condition goes on its own — the status tick is minutes away, the window's
+/// end publishes the report.
+#[tokio::test]
+async fn a_repair_that_wrote_is_reported_repaired_for_one_window_naming_what_was_put_back() {
+    let rules = flotilla_agent::work::drift::DriftRules {
+        debounce: Duration::from_millis(100),
+        window: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let mut spoke = Spoke::start_with(watch_only(rules)).await;
+    grant(&spoke.fake, &["*"]);
+    spoke
+        .spec(Action::CreateRequest, &work("config", 1, true, "one"))
+        .await;
+    let first = spoke
+        .report("applied", |r| {
+            r.observed_generation == 1 && applied(r).is_some_and(|(s, _)| s == "True")
+        })
+        .await;
+    assert_eq!(repaired(&first), None, "the first apply is not a repair");
+
+    assert!(
+        spoke
+            .fake
+            .merge(&settings(NS), &json!({"data": {"a": "by-hand"}}))
+    );
+    let report = spoke.report("repaired", |r| repaired(r).is_some()).await;
+    let (status, reason, message) = repaired(&report).unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "DriftRepaired")
+    );
+    assert_eq!(
+        message,
+        format!("1 resource changed on the cluster was put back: v1 ConfigMap {NS}/settings")
+    );
+    assert!(holds(&spoke.fake, "one", Duration::from_secs(1)).await);
+    let started = std::time::Instant::now();
+    let after = spoke
+        .report("the window's end", |r| repaired(r).is_none())
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "Repaired outlived its 2 s window by {:?}",
+        started.elapsed()
+    );
+    assert_eq!(applied(&after).map(|(s, _)| s), Some("True".into()));
+}

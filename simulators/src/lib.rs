@@ -50,6 +50,8 @@ pub struct FleetConfig {
     pub status_interval: Duration,
     /// How often each agent observes its work resources.
     pub work_status_interval: Duration,
+    /// How long a work reports `Repaired` after a repair (the agent's drift window).
+    pub drift_window: Duration,
     /// Periodic spec resync of each agent (besides reconnects).
     pub resync_interval: Duration,
     /// Time for simulated workloads to become ready (a profile's `readyDelayMs` overrides it).
@@ -99,6 +101,7 @@ impl FleetConfig {
             pending_poll: Duration::from_secs(5),
             status_interval: Duration::from_secs(10),
             work_status_interval: Duration::from_secs(2),
+            drift_window: Duration::from_secs(60),
             resync_interval: Duration::from_secs(300),
             ready_delay: Duration::from_secs(1),
             state_dir: None,
@@ -164,6 +167,7 @@ pub fn cluster(config: &FleetConfig, i: usize) -> (AgentConfig, SimBackend) {
     agent.pending_poll = config.pending_poll;
     agent.status_interval = config.status_interval;
     agent.work_status_interval = config.work_status_interval;
+    agent.drift_window = config.drift_window;
     agent.resync_interval = config.resync_interval;
     agent.score_interval = config.scores.as_ref().map(|s| s.interval);
     agent.metrics = config.metrics.clone();

@@ -44,6 +44,10 @@ struct Args {
     /// Milliseconds between observations of work resources.
     #[arg(long, default_value_t = 2000)]
     work_status_interval_ms: u64,
+    /// Seconds a work reports `Repaired` after resources changed on a simulated cluster (through
+    /// the cluster proxy) were put back, as the agent's `--drift-window-seconds`.
+    #[arg(long, default_value_t = 60)]
+    drift_window_seconds: u64,
     /// Milliseconds until simulated workloads become ready.
     #[arg(long, default_value_t = 1000)]
     ready_delay_ms: u64,
@@ -107,6 +111,7 @@ async fn main() -> anyhow::Result<()> {
     config.pending_poll = Duration::from_secs(args.pending_poll_seconds.max(1));
     config.status_interval = Duration::from_secs(args.status_interval_seconds.max(1));
     config.work_status_interval = Duration::from_millis(args.work_status_interval_ms.max(100));
+    config.drift_window = Duration::from_secs(args.drift_window_seconds.max(1));
     config.ready_delay = Duration::from_millis(args.ready_delay_ms);
     config.scores = (args.score_interval_seconds > 0).then(|| {
         flotilla_sim::scores::ScoreConfig::every(Duration::from_secs(args.score_interval_seconds))

@@ -288,6 +288,7 @@ impl WorkActor {
         let mut ticks: u32 = 0;
         while !shared.finished.load(Ordering::Relaxed) {
             let repair_due = self.drift.due();
+            let repair_ends = self.drift.repair_ends();
             tokio::select! {
                 Ok(()) = self.drift_rx.changed() => {
                     if !self.record.deleting {
@@ -301,6 +302,16 @@ impl WorkActor {
                 }, if repair_due.is_some() => {
                     shared.enter("repair");
                     Box::pin(self.repair()).await;
+                }
+                () = async {
+                    if let Some(at) = repair_ends {
+                        tokio::time::sleep_until(at.into()).await;
+                    }
+                }, if repair_ends.is_some() => {
+                    // The last repair left the window: the work is no longer `Repaired`.
+                    shared.enter("observe");
+                    self.drift.forget(std::time::Instant::now());
+                    Box::pin(self.refresh_and_publish(false)).await;
                 }
                 msg = self.rx.recv() => match msg {
                     None => break,
@@ -351,10 +362,14 @@ impl WorkActor {
         }
         let failed = self.apply_results.iter().any(|r| !r.applied);
         if failed || ticks.is_multiple_of(self.reapply_every(period)) {
-            let writes = self.apply().await;
-            if !failed && writes > 0 {
+            let written = self.apply().await;
+            if !failed && !written.is_empty() {
                 // Drift no watch reported, found by the periodic pass.
-                self.config.metrics.drift_repairs.inc_by(writes as u64);
+                self.config
+                    .metrics
+                    .drift_repairs
+                    .inc_by(written.len() as u64);
+                self.drift.put_back(std::time::Instant::now(), &written);
             }
         }
         self.drift.forget(std::time::Instant::now());
@@ -367,13 +382,16 @@ impl WorkActor {
 
     /// Applies again after someone else changed what this work applied, and reports it.
     async fn repair(&mut self) {
-        let writes = self.apply().await;
+        let written = self.apply().await;
         let was_fighting = self.drift.fight().is_some();
-        self.drift.repaired(std::time::Instant::now(), writes);
-        if writes > 0 {
-            self.config.metrics.drift_repairs.inc_by(writes as u64);
+        self.drift.repaired(std::time::Instant::now(), &written);
+        if !written.is_empty() {
+            self.config
+                .metrics
+                .drift_repairs
+                .inc_by(written.len() as u64);
             tracing::info!(
-                resources = writes,
+                resources = written.len(),
                 "repaired drift: resources changed on the cluster by someone else were applied again"
             );
         }
@@ -426,7 +444,7 @@ impl WorkActor {
 
     /// Applies the manifests; when that takes longer than [`RECEIPT_AFTER`], `receipt` is
     /// published meanwhile (once; a failure is left to the hub's re-send, as before).
-    async fn apply_acknowledged(&mut self, receipt: WorkStatusReport) -> usize {
+    async fn apply_acknowledged(&mut self, receipt: WorkStatusReport) -> Vec<ManifestId> {
         let publisher = self.publisher.clone();
         let acknowledge = async move {
             tokio::time::sleep(RECEIPT_AFTER).await;
@@ -455,9 +473,9 @@ impl WorkActor {
 
     /// Applies every manifest (Namespaces and CRDs first), then removes what the work no longer
     /// declares, and saves the record.
-    /// Applies every manifest; returns how many resources it wrote (created or changed).
-    async fn apply(&mut self) -> usize {
-        let mut writes = 0;
+    /// Applies every manifest; returns the resources it wrote (created or changed).
+    async fn apply(&mut self) -> Vec<ManifestId> {
+        let mut written = Vec::new();
         let order = self.apply_order();
         let mut results =
             vec![apply_result(false, "NotApplied", String::new()); self.manifests.len()];
@@ -497,7 +515,9 @@ impl WorkActor {
                 declared.push(id.clone());
             }
             let (result, wrote) = self.apply_manifest(i, &id, &run).await;
-            writes += usize::from(wrote);
+            if wrote {
+                written.push(id);
+            }
             results[i] = result;
         }
         for r in &results {
@@ -505,7 +525,7 @@ impl WorkActor {
         }
         self.apply_results = results;
         self.collect_garbage(declared).await;
-        writes
+        written
     }
 
     /// Manifest `i` of the held generation, parsed from the work's bytes (`null` when it is not
@@ -801,6 +821,7 @@ impl WorkActor {
         conditions::work_conditions(&mut self.status.conditions, &refs, generation);
         let window = self.drift.rules().window;
         super::report::contested(&mut self.status.conditions, self.drift.fight(), window);
+        super::report::repaired(&mut self.status.conditions, self.drift.last_repair());
         self.status.resource_status = Some(ManifestResourceStatus { manifests });
         let report = WorkStatusReport {
             cluster_name: self.cluster.clone(),

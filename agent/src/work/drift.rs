@@ -6,12 +6,19 @@
 //! [`DriftRules::backoff_min`] to [`DriftRules::backoff_max`]) and the work reports the fight
 //! in its `Contested` condition, until a whole window passes without a repair. The periodic
 //! re-apply stays the backstop for everything no watch saw.
+//!
+//! Any repair that wrote something back — from a watch or found by the periodic pass — is
+//! kept as [`Drift::last_repair`] for one window: the work reports it in its `Repaired`
+//! condition (a GitRepo's cluster shows `Modified`, then `Ready` once the window passes).
 
+use flotilla_api::work::ManifestId;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// The work condition reporting a fight over its resources.
 pub const CONTESTED: &str = "Contested";
+/// The work condition reporting resources put back after someone changed them on the cluster.
+pub const REPAIRED: &str = "Repaired";
 
 /// Drift repair's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +57,17 @@ pub struct Drift {
     backoff: Option<Duration>,
     /// When the next repair is due.
     due: Option<Instant>,
+    /// The last repair that wrote something back, within the window.
+    last: Option<Repair>,
+}
+
+/// A repair that wrote resources back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    /// When it ran.
+    pub at: Instant,
+    /// What it put back, in the order applied.
+    pub resources: Vec<ManifestId>,
 }
 
 /// A fight the work reports.
@@ -69,6 +87,7 @@ impl Drift {
             repairs: VecDeque::new(),
             backoff: None,
             due: None,
+            last: None,
         }
     }
 
@@ -89,16 +108,18 @@ impl Drift {
         self.due
     }
 
-    /// A repair ran at `now` and wrote `writes` resources back. Returns whether the work's
-    /// fight changed (started, grew its back-off or ended).
-    pub fn repaired(&mut self, now: Instant, writes: usize) -> bool {
+    /// A repair a watch asked for ran at `now` and wrote `written` back. Returns whether the
+    /// work's fight changed (started, grew its back-off or ended).
+    pub fn repaired(&mut self, now: Instant, written: &[ManifestId]) -> bool {
         self.due = None;
         let before = self.fight();
-        if writes > 0 {
+        let wrote = !written.is_empty();
+        if wrote {
             self.repairs.push_back(now);
         }
+        self.put_back(now, written);
         self.forget(now);
-        if writes > 0 && self.repairs.len() >= self.rules.fight_after {
+        if wrote && self.repairs.len() >= self.rules.fight_after {
             self.backoff = Some(self.backoff.map_or(self.rules.backoff_min, |b| {
                 (b * 2).min(self.rules.backoff_max)
             }));
@@ -106,9 +127,37 @@ impl Drift {
         before != self.fight()
     }
 
+    /// The periodic re-apply at `now` wrote `written` back: drift no watch saw. It is reported
+    /// as a repair but does not feed a fight (it runs on its own schedule, not someone else's).
+    pub fn put_back(&mut self, now: Instant, written: &[ManifestId]) {
+        if !written.is_empty() {
+            self.last = Some(Repair {
+                at: now,
+                resources: written.to_vec(),
+            });
+        }
+    }
+
+    /// The last repair that wrote something back, while within the window.
+    pub fn last_repair(&self) -> Option<&Repair> {
+        self.last.as_ref()
+    }
+
+    /// When the last repair leaves the window (and the work's `Repaired` condition goes).
+    pub fn repair_ends(&self) -> Option<Instant> {
+        self.last.as_ref().map(|r| r.at + self.rules.window)
+    }
+
     /// Drops repairs older than the window; a quiet window ends a fight. Returns whether the
     /// fight ended.
     pub fn forget(&mut self, now: Instant) -> bool {
+        if self
+            .last
+            .as_ref()
+            .is_some_and(|r| now.saturating_duration_since(r.at) >= self.rules.window)
+        {
+            self.last = None;
+        }
         while self
             .repairs
             .front()
@@ -138,66 +187,4 @@ impl Drift {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rules() -> DriftRules {
-        DriftRules {
-            debounce: Duration::from_millis(500),
-            window: Duration::from_secs(60),
-            fight_after: 3,
-            backoff_min: Duration::from_secs(5),
-            backoff_max: Duration::from_secs(20),
-        }
-    }
-
-    #[test]
-    fn a_burst_of_changes_is_one_repair_after_the_debounce() {
-        let t0 = Instant::now();
-        let mut d = Drift::new(rules());
-        assert_eq!(d.changed(t0), t0 + Duration::from_millis(500));
-        assert_eq!(
-            d.changed(t0 + Duration::from_millis(300)),
-            t0 + Duration::from_millis(500)
-        );
-        assert!(!d.repaired(t0 + Duration::from_millis(500), 1));
-        assert_eq!(d.due(), None);
-        assert_eq!(d.fight(), None);
-    }
-
-    #[test]
-    fn repeated_repairs_become_a_fight_that_backs_off_and_ends_after_a_quiet_window() {
-        let t0 = Instant::now();
-        let mut d = Drift::new(rules());
-        let s = Duration::from_secs;
-        assert!(!d.repaired(t0, 1));
-        assert!(!d.repaired(t0 + s(1), 1));
-        // The third repair within the window: a fight, 5 s between repairs.
-        assert!(d.repaired(t0 + s(2), 1));
-        assert_eq!(
-            d.fight(),
-            Some(Fight {
-                repairs: 3,
-                backoff: s(5)
-            })
-        );
-        assert_eq!(d.changed(t0 + s(3)), t0 + s(7));
-        assert!(d.repaired(t0 + s(7), 1));
-        assert_eq!(d.fight().map(|f| f.backoff), Some(s(10)));
-        assert!(d.repaired(t0 + s(17), 1));
-        assert!(d.repaired(t0 + s(37), 1));
-        assert_eq!(d.fight().map(|f| f.backoff), Some(s(20)));
-        // Capped.
-        d.repaired(t0 + s(57), 1);
-        assert_eq!(d.fight().map(|f| f.backoff), Some(s(20)));
-        // A pass that found nothing to write does not feed the fight, and a quiet window ends it.
-        d.repaired(t0 + s(80), 0);
-        assert!(d.fight().is_some());
-        assert!(d.forget(t0 + s(118)));
-        assert_eq!(d.fight(), None);
-        assert_eq!(
-            d.changed(t0 + s(120)),
-            t0 + s(120) + Duration::from_millis(500)
-        );
-    }
-}
+mod tests;

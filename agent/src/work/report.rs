@@ -1,8 +1,8 @@
 //! The parts of a work's status report built from what the actor observed (pure): a manifest's
-//! resource identity, its status feedback as wire values, and the condition saying someone else
-//! keeps changing the work's resources.
+//! resource identity, its status feedback as wire values, and the conditions saying someone else
+//! changed the work's resources (`Repaired`) or keeps changing them (`Contested`).
 
-use super::drift::{CONTESTED, Fight};
+use super::drift::{CONTESTED, Fight, REPAIRED, Repair};
 use flotilla_api::feedback::{FeedbackResult, FieldValue as Fv};
 use flotilla_api::v1::{Condition, FeedbackValue, FieldValue, ResourceMeta};
 use flotilla_api::work::ManifestId;
@@ -68,6 +68,53 @@ pub fn contested(conditions: &mut Vec<Condition>, fight: Option<Fight>, window: 
     }
 }
 
+/// Resources a `Repaired` message names; the rest are counted.
+pub const REPAIRED_NAMED: usize = 5;
+
+/// Sets or removes the work's `Repaired` condition: set while the last repair that wrote
+/// something back (`last`) is within the drift window, naming what it put back; removed
+/// otherwise. A repair within the window that names the same resources keeps the condition's
+/// transition time.
+pub fn repaired(conditions: &mut Vec<Condition>, last: Option<&Repair>) {
+    match last {
+        Some(repair) => {
+            flotilla_api::meta::set_condition(
+                conditions,
+                REPAIRED,
+                flotilla_api::meta::status::TRUE,
+                "DriftRepaired",
+                &repaired_message(&repair.resources),
+            );
+        }
+        None => {
+            flotilla_api::meta::remove_condition(conditions, REPAIRED);
+        }
+    }
+}
+
+/// "2 resources changed on the cluster were put back: v1 ConfigMap shop/web, …", naming at
+/// most [`REPAIRED_NAMED`], cut to the bound of a status message.
+fn repaired_message(resources: &[ManifestId]) -> String {
+    let n = resources.len();
+    let what = if n == 1 { "resource" } else { "resources" };
+    let was = if n == 1 { "was" } else { "were" };
+    let named: Vec<String> = resources
+        .iter()
+        .take(REPAIRED_NAMED)
+        .map(ManifestId::describe)
+        .collect();
+    let more = if n > REPAIRED_NAMED {
+        format!(" and {} more", n - REPAIRED_NAMED)
+    } else {
+        String::new()
+    };
+    let message = format!(
+        "{n} {what} changed on the cluster {was} put back: {}{more}",
+        named.join(", ")
+    );
+    flotilla_api::policy::history::cut(&message).into_owned()
+}
+
 fn field_value(v: Fv) -> FieldValue {
     let mut out = FieldValue {
         r#type: v.type_name().to_string(),
@@ -83,44 +130,4 @@ fn field_value(v: Fv) -> FieldValue {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_manifest_that_did_not_parse_is_reported_by_its_ordinal_alone() {
-        let meta = resource_meta(3, None);
-        assert_eq!(meta.ordinal, 3);
-        assert!(meta.kind.is_empty() && meta.name.is_empty());
-    }
-
-    #[test]
-    fn the_contested_condition_follows_the_fight() {
-        let mut conditions = Vec::new();
-        let fight = Fight {
-            repairs: 4,
-            backoff: Duration::from_secs(20),
-        };
-        contested(&mut conditions, Some(fight), Duration::from_secs(300));
-        assert_eq!(conditions.len(), 1);
-        assert!(
-            conditions[0]
-                .message
-                .contains("written back 4 times in the last 300 s")
-        );
-        contested(&mut conditions, None, Duration::from_secs(300));
-        assert!(conditions.is_empty());
-    }
-
-    #[test]
-    fn feedback_values_keep_their_type() {
-        let f = FeedbackResult {
-            values: vec![("replicas".into(), Fv::Integer(3))],
-            errors: vec![],
-        };
-        let values = feedback_values(Some(f));
-        assert_eq!(values[0].name, "replicas");
-        let v = values[0].field_value.as_ref().expect("a value");
-        assert_eq!(v.integer, Some(3));
-        assert!(feedback_values(None).is_empty());
-    }
-}
+mod tests;
