@@ -149,6 +149,7 @@ pub(crate) async fn serve(
         nats,
         metrics,
         inventory,
+        works,
         units,
         shards,
         ..
@@ -184,6 +185,7 @@ pub(crate) async fn serve(
         listeners.metrics,
         metrics.clone(),
         inventory.clone(),
+        works.clone(),
         shards.clone(),
         shutdown,
     ));
@@ -881,9 +883,11 @@ pub(crate) fn serve_metrics(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     inventory: ClusterInventory,
+    works: WorkInventory,
     shards: ha::shards::Shards,
     mut shutdown: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
+    metrics.register_collector(Box::new(crate::cluster::work_states::WorksMetrics(works)));
     metrics.register_collector(Box::new(ha::skew::SkewMetrics(shards.clone())));
     metrics.register_collector(Box::new(ha::held::HeldMetrics(shards.clone())));
     tokio::spawn(

@@ -9,6 +9,7 @@
 //! - [`resend`]: when a spec is re-sent (pure: heard from since the send, back-off, receipt)
 //!   and the hub-wide re-send budget;
 //! - [`stored_work`]: [`StoredWork`], a work as the hub holds it (the spec and status encoded, equal specs shared; pure);
+//! - [`work_states`]: works by state, the gauge `flotilla_hub_works{state}` (pure, at scrape);
 //! - [`parking`]: idle actors without a task, and each shard's alarm task that wakes them;
 //! - [`Clusters`]: the registry that spawns and finds the actors.
 
@@ -21,6 +22,7 @@ pub mod route;
 pub mod rules;
 pub mod stored_work;
 pub mod work_rules;
+pub mod work_states;
 
 pub use handle::{
     AdminEdit, Answer, Call, ClusterError, ClusterHandle, LeaseEvent, Msg, SOURCE, StatusEvent,

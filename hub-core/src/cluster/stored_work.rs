@@ -18,7 +18,7 @@
 
 use bytes::{Buf, BufMut};
 use flotilla_api::v1::{
-    HubWorkState, ManifestWork, ManifestWorkSpec, ManifestWorkStatus, ObjectMeta,
+    Condition, HubWorkState, ManifestWork, ManifestWorkSpec, ManifestWorkStatus, ObjectMeta,
 };
 use prost::encoding::{self, DecodeContext, WireType};
 use prost::{DecodeError, Message};
@@ -54,6 +54,14 @@ impl EncodedStatus {
         // Made by `of`, from a value: it decodes.
         ManifestWorkStatus::decode(&*self.0).unwrap_or_default()
     }
+}
+
+/// A status's field 1 (`conditions`) alone: decoding a status's bytes as it skips the other
+/// fields without building them.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ConditionsOnly {
+    #[prost(message, repeated, tag = "1")]
+    conditions: Vec<Condition>,
 }
 
 /// A spec as its encoding, shared ([`intern`]), with the one field the cluster actor reads on
@@ -161,6 +169,17 @@ impl StoredWork {
     /// The status, decoded.
     pub fn status(&self) -> Option<ManifestWorkStatus> {
         self.status.as_ref().map(EncodedStatus::decode)
+    }
+
+    /// The status's conditions, decoded without its resource status (what a count of works by
+    /// state reads at every scrape: the manifests' statuses are most of a status's bytes).
+    pub fn conditions(&self) -> Vec<Condition> {
+        self.status.as_ref().map_or_else(Vec::new, |s| {
+            // Made from a status's encoding: it decodes.
+            ConditionsOnly::decode(&*s.0)
+                .map(|c| c.conditions)
+                .unwrap_or_default()
+        })
     }
 
     /// Whether the status is `status` (compared encoded: equal exactly when the values are).
