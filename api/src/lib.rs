@@ -64,6 +64,7 @@ pub mod meta;
 pub mod mirrorpeer;
 pub mod names;
 pub mod ocm;
+pub mod patch;
 pub mod policy;
 pub mod redacted;
 pub mod selector;

@@ -28,7 +28,7 @@
 
 pub mod engine;
 pub mod openapi;
-pub mod patch;
+pub use flotilla_api::patch;
 pub mod resources;
 pub mod schema;
 pub mod select;

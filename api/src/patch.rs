@@ -1,9 +1,10 @@
 //! Patches as a Kubernetes API server applies them (pure): JSON patch (RFC 6902), JSON merge
-//! patch (RFC 7386) and strategic merge patch, approximated — an in-memory cluster knows no
-//! schemas, so a list whose elements all have a `name` merges by name (what `containers`,
-//! `env`, `volumes` and most built-in lists use as their merge key), honouring `$patch: delete`
-//! elements and `$setElementOrder/<list>`; every other list is replaced, and other directives
-//! (`$retainKeys`, `$deleteFromPrimitiveList`) are ignored.
+//! patch (RFC 7386) and strategic merge patch, approximated — no schemas are known here (used by
+//! the in-memory cluster's API server and by GitOps bundle patches), so a list whose elements
+//! all have a `name` merges by name (what `containers`, `env`, `volumes` and most built-in lists
+//! use as their merge key), honouring `$patch: delete` elements and `$setElementOrder/<list>`;
+//! every other list is replaced, and other directives (`$retainKeys`,
+//! `$deleteFromPrimitiveList`) are ignored.
 
 use serde_json::{Map, Value};
 
