@@ -40,18 +40,21 @@ pub enum Nav {
     Rollouts,
     /// `/policies`.
     Policies,
+    /// `/gitrepos`.
+    GitRepos,
     /// None highlighted (login, errors).
     None,
 }
 
 /// The navigation bar's links, in order.
-const NAV: [(Nav, &str, &str); 6] = [
+const NAV: [(Nav, &str, &str); 7] = [
     (Nav::Overview, "/", "Overview"),
     (Nav::Clusters, "/clusters", "Clusters"),
     (Nav::Works, "/works", "Works"),
     (Nav::Placements, "/placements", "Placements"),
     (Nav::Rollouts, "/rollouts", "Rollouts"),
     (Nav::Policies, "/policies", "Policies"),
+    (Nav::GitRepos, "/gitrepos", "Git"),
 ];
 
 /// Who is looking, as the frame shows it.

@@ -16,8 +16,8 @@
 //!   object, by the API's gate and the object's grants (issue 48).
 //! - [`live`]: the task that follows the inventory and the controllers' views, and the
 //!   Server-Sent Events streams.
-//! - [`overview`], [`clusters`], [`cluster`], [`placements`], [`rollouts`], [`policies`]: each
-//!   view, built from the hub's in-memory views (pure).
+//! - [`overview`], [`clusters`], [`cluster`], [`placements`], [`rollouts`], [`policies`],
+//!   [`gitrepos`]: each view, built from the hub's in-memory views (pure).
 //! - [`work`]: one ManifestWork's conditions and feedback per manifest (pure); [`works`]: every
 //!   work of the fleet, filtered and paged (pure).
 //! - [`progress`]: rollouts' progress as the dashboard saw it change (pure).
@@ -31,6 +31,7 @@ pub mod auth;
 pub mod cluster;
 pub mod clusters;
 pub mod fence;
+pub mod gitrepos;
 pub mod history;
 pub mod html;
 pub mod live;

@@ -64,6 +64,15 @@ pub enum Route {
     AddOn(String),
     /// `GET /policies`: compliance per policy and cluster.
     Policies,
+    /// `GET /gitrepos`: the GitRepos, the commit each delivered.
+    GitRepos,
+    /// `GET /gitrepos/<namespace>/<name>`: one GitRepo's commits, bundles and clusters.
+    GitRepo {
+        /// The GitRepo's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
     /// `GET /events`: the live feed (Server-Sent Events).
     Events,
     /// `GET /login`: the sign-in form.
@@ -143,6 +152,11 @@ pub fn route(method: &Method, path: &str) -> Result<Route, NoRoute> {
         }
         ["addons", name] if named(name) => get(Route::AddOn(name.into())),
         ["policies"] => get(Route::Policies),
+        ["gitrepos"] => get(Route::GitRepos),
+        ["gitrepos", ns, name] if named(ns) && named(name) => get(Route::GitRepo {
+            namespace: ns.into(),
+            name: name.into(),
+        }),
         ["events"] => get(Route::Events),
         ["login"] if method == Method::POST => Ok(Route::Login),
         ["login"] => get(Route::LoginForm),

@@ -30,7 +30,7 @@ spec:
   clusterSets: [default]
 "#;
 
-fn gitrepo(name: &str, url: &str, paths: &str) -> GitRepo {
+pub(super) fn gitrepo(name: &str, url: &str, paths: &str) -> GitRepo {
     let text = format!(
         "apiVersion: apps.flotilla.io/v1alpha1\nkind: GitRepo\n\
          metadata: {{name: {name}, namespace: default}}\n\
@@ -43,14 +43,14 @@ fn gitrepo(name: &str, url: &str, paths: &str) -> GitRepo {
     }
 }
 
-fn configmap(name: &str, value: &str) -> String {
+pub(super) fn configmap(name: &str, value: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\n\
          data: {{v: \"{value}\"}}\n"
     )
 }
 
-async fn setup(hub: &Hub, nats: &NatsServer, names: &[&str]) -> Vec<TestAgent> {
+pub(super) async fn setup(hub: &Hub, nats: &NatsServer, names: &[&str]) -> Vec<TestAgent> {
     let mut clusters = clusters_client(hub).await;
     let agents = accepted_fleet(&mut clusters, &nats.url(), names).await;
     for n in names {
@@ -125,7 +125,7 @@ fn converged(w: &ManifestWork) -> bool {
 
 /// Waits until every one of `n` clusters holds a converged work of `set` with `data.v` =
 /// `value`.
-async fn wait_works(hub: &Hub, set: &str, n: usize, value: &str) -> Vec<ManifestWork> {
+pub(super) async fn wait_works(hub: &Hub, set: &str, n: usize, value: &str) -> Vec<ManifestWork> {
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
         let works = works_of(hub, set);
@@ -145,7 +145,7 @@ async fn wait_works(hub: &Hub, set: &str, n: usize, value: &str) -> Vec<Manifest
 }
 
 /// Waits until GitRepo `default/<name>` satisfies `ok`.
-async fn wait_repo(
+pub(super) async fn wait_repo(
     api: &mut GitRepoServiceClient<tonic::transport::Channel>,
     name: &str,
     what: &str,
@@ -173,7 +173,7 @@ async fn wait_repo(
     }
 }
 
-fn delivered(r: &GitRepo) -> &str {
+pub(super) fn delivered(r: &GitRepo) -> &str {
     r.status.as_ref().map_or("", |s| s.commit.as_str())
 }
 

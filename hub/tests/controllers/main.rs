@@ -7,11 +7,15 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/dashboard.rs"]
+mod dashboard_fixture;
 
 mod addon_documents;
 mod addons;
 mod gitops;
+mod gitops_dashboard;
 mod gitops_https;
+mod gitops_webhook;
 mod import_policy;
 mod managed_namespaces;
 mod mirror_peers;

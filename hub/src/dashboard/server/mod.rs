@@ -33,8 +33,9 @@ use axum::routing::{get, post};
 use http::{HeaderValue, Method, StatusCode, Uri, header};
 use hyper::body::Incoming;
 use pages::{
-    addon_page, cluster_page, clusters_page, overview_page, placement_page, placements_page,
-    policies_page, rollout_page, rollouts_page, work_page, works_page,
+    addon_page, cluster_page, clusters_page, gitrepo_page, gitrepos_page, overview_page,
+    placement_page, placements_page, policies_page, rollout_page, rollouts_page, work_page,
+    works_page,
 };
 use respond::{full, problem};
 use std::sync::Arc;
@@ -146,6 +147,8 @@ pub fn router(deps: Arc<Deps>) -> Router {
         )
         .route("/addons/{name}", get(addon_page))
         .route("/policies", get(policies_page))
+        .route("/gitrepos", get(gitrepos_page))
+        .route("/gitrepos/{namespace}/{name}", get(gitrepo_page))
         .route("/events", get(events::events))
         .route("/login", get(session::login_form).post(session::login))
         .route("/logout", post(session::logout))

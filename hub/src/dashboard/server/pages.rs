@@ -7,7 +7,7 @@ use super::respond::{not_here, ok_unless, page, problem};
 use crate::dashboard::auth::Viewer;
 use crate::dashboard::html::Nav;
 use crate::dashboard::{
-    act, cluster, clusters, overview, placements, policies, rollouts, work, works,
+    act, cluster, clusters, gitrepos, overview, placements, policies, rollouts, work, works,
 };
 use crate::grants::{Target, Verb};
 use crate::grpc::guard::Visibility;
@@ -315,6 +315,54 @@ pub(super) async fn policies_page(State(d): D, viewer: Viewer) -> Response {
     list.retain(|p| (p.metadata.as_ref()).is_some_and(|m| viewer.sees.namespace(&m.namespace)));
     let body = policies::render(&list);
     page(StatusCode::OK, "Policies", Nav::Policies, &viewer, body)
+}
+
+/// `GET /gitrepos`: the GitRepos of the namespaces the viewer sees.
+pub(super) async fn gitrepos_page(State(d): D, viewer: Viewer) -> Response {
+    let Some(ctl) = d.units.controllers() else {
+        return not_here(&viewer);
+    };
+    let mut list = ctl.get::<crate::gitops::GitRepos>().list("");
+    list.retain(|r| (r.metadata.as_ref()).is_some_and(|m| viewer.sees.namespace(&m.namespace)));
+    let body = gitrepos::render_list(&list);
+    page(
+        StatusCode::OK,
+        "Git repositories",
+        Nav::GitRepos,
+        &viewer,
+        body,
+    )
+}
+
+/// `GET /gitrepos/<namespace>/<name>[?state=…]`: one GitRepo, its bundles, and its clusters'
+/// rows (those the viewer sees; a state that is not Fleet's is a 400 naming the states).
+pub(super) async fn gitrepo_page(
+    State(d): D,
+    Segments([namespace, name]): Segments<2>,
+    viewer: Viewer,
+    q: Params,
+) -> Response {
+    let Some(ctl) = d.units.controllers() else {
+        return not_here(&viewer);
+    };
+    let action = format!("view GitRepo {namespace}/{name}");
+    if let Some(refused) = refused_read(&viewer, Target::Namespace { name: &namespace }, &action) {
+        return refused;
+    }
+    let repos = ctl.get::<crate::gitops::GitRepos>();
+    let Some(repo) = repos.get(&namespace, &name) else {
+        let why = format!("No GitRepo {namespace}/{name}.");
+        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    };
+    let state = q.get("state").unwrap_or_default();
+    let (mut rows, truncated) = match repos.clusters(&namespace, &name, state) {
+        Ok(found) => found,
+        Err(e) => return problem(StatusCode::BAD_REQUEST, Some(&viewer), &e.to_string()),
+    };
+    rows.retain(|r| viewer.sees.cluster(&r.cluster));
+    let body = gitrepos::render(&repo, &rows, state, truncated);
+    let title = format!("{namespace}/{name}");
+    page(StatusCode::OK, &title, Nav::GitRepos, &viewer, body)
 }
 
 /// The add-on `name` installed on the clusters `sees` admits.

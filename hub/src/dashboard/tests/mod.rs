@@ -108,6 +108,14 @@ fn every_view_has_its_own_url_and_methods_are_checked() {
         })
     );
     assert_eq!(get("/works"), Ok(Route::Works));
+    assert_eq!(get("/gitrepos"), Ok(Route::GitRepos));
+    assert_eq!(
+        get("/gitrepos/stores/shop"),
+        Ok(Route::GitRepo {
+            namespace: "stores".into(),
+            name: "shop".into()
+        })
+    );
     assert_eq!(
         get("/addons/observability"),
         Ok(Route::AddOn("observability".into()))
