@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Flotilla demo: NATS with JetStream, the hub (auto-accept), a simulated fleet, then the
-# hello-work-demo ManifestWork rolled out to every cluster. Runs until Ctrl-C (or exits after showing with --once).
+# hello-work-demo ManifestWork rolled out to every cluster, an add-on, a policy, and a GitRepo whose
+# new commit rolls out. Runs until Ctrl-C (or exits after showing with --once).
 #
 #   ./scripts/demo.sh [--clusters N] [--once]
 #
@@ -66,7 +67,7 @@ echo "== starting flotilla-hub (auto-accept) — gRPC :$GRPC_PORT, metrics :$MET
 "$BIN/flotilla-hub" --nats-url "nats://127.0.0.1:$NATS_PORT" --grpc-listen "127.0.0.1:$GRPC_PORT" \
   --metrics-listen "127.0.0.1:$METRICS_PORT" --auto-accept \
   --cluster-proxy-listen "127.0.0.1:$PROXY_PORT" --dashboard-listen "127.0.0.1:$DASHBOARD_PORT" \
-  --status-stream-max-bytes $((1 << 30)) \
+  --status-stream-max-bytes $((1 << 30)) --gitops-file-root "$RUN/git" \
   --addon-hub-url "nats://127.0.0.1:$NATS_PORT" >"$RUN/hub.log" 2>&1 &
 PIDS+=($!)
 
@@ -198,6 +199,36 @@ timeout 120 "$BIN/flotilla" policy status policy-namespace --watch
 echo "\$ flotilla get policies"
 "$BIN/flotilla" get policies
 echo
+echo "== GitOps: a Git repository's commits rolled out one cluster at a time (examples/gitops/, docs/gitops.md)"
+SHOP="$RUN/git/shop"
+mkdir -p "$RUN/git" && cp -r examples/gitops/repo "$SHOP"
+git_shop() { git -C "$SHOP" -c user.name=Demo -c user.email=demo@flotilla.invalid "$@" >/dev/null; }
+git_shop init -q -b main && git_shop add -A && git_shop commit -q -m "shop: web and settings"
+"$BIN/flotilla" apply -f examples/gitops/setup.yaml
+sed "s|file:///srv/git/shop|file://$SHOP|" examples/gitops/gitrepo.yaml | "$BIN/flotilla" apply -f -
+# Ready: every bundle's works available on every cluster.
+gitrepo_ready() {
+  for _ in $(seq 240); do
+    "$BIN/flotilla" get gitrepos -n default 2>/dev/null |
+      awk -v c="$1" 'NR>1 && $1=="shop" && $4==c && $NF=="Ready" {f=1} END {exit !f}' && return 0
+    sleep 0.5
+  done
+  echo "error: GitRepo shop did not reach Ready at commit $1; logs are in $RUN" >&2
+  "$BIN/flotilla" describe gitrepo shop >&2 || true
+  exit 1
+}
+gitrepo_ready "$(git -C "$SHOP" rev-parse --short=7 HEAD)"
+echo "\$ flotilla get gitrepos -n default"
+"$BIN/flotilla" get gitrepos -n default
+echo "\$ sed -i 's/currency: EUR/currency: CHF/' apps/settings/settings.yaml && git commit -am 'settings: CHF'"
+sed -i 's/currency: EUR/currency: CHF/' "$SHOP/apps/settings/settings.yaml"
+git_shop commit -q -am "settings: CHF"
+echo "\$ flotilla gitrepo sync shop --wait"
+"$BIN/flotilla" gitrepo sync shop --wait
+gitrepo_ready "$(git -C "$SHOP" rev-parse --short=7 HEAD)"
+echo "\$ flotilla get gitrepos shop -n default --clusters"
+"$BIN/flotilla" get gitrepos shop -n default --clusters
+echo
 echo "== the web dashboard: http://127.0.0.1:$DASHBOARD_PORT/ (docs/dashboard.md)"
 if command -v curl >/dev/null 2>&1; then
   page=$(curl -sf "http://127.0.0.1:$DASHBOARD_PORT/clusters?q=sim-0001") ||
@@ -205,6 +236,11 @@ if command -v curl >/dev/null 2>&1; then
   grep -q 'data-cluster="sim-0001"' <<<"$page" ||
     { echo "error: the dashboard's clusters view does not list sim-0001 (logs: $RUN)" >&2; exit 1; }
   echo "$(grep -o '<p class="count"[^<]*' <<<"$page" | sed 's/.*>//') on /clusters?q=sim-0001"
+  page=$(curl -sf "http://127.0.0.1:$DASHBOARD_PORT/gitrepos/default/shop") ||
+    { echo "error: the dashboard's GitRepo page did not answer (logs: $RUN)" >&2; exit 1; }
+  grep -q "settings: CHF" <<<"$page" ||
+    { echo "error: the dashboard's GitRepo page does not show the commit delivered (logs: $RUN)" >&2; exit 1; }
+  echo "/gitrepos/default/shop: commit \"settings: CHF\" delivered"
 fi
 if [ "$ONCE" = 1 ]; then exit 0; fi
 cat <<MSG
@@ -222,6 +258,7 @@ In another terminal:
   $BIN/flotilla get addonplacementscores          # fleet-metrics' nodeCount and workCount too
   $BIN/flotilla get addons -o yaml
   $BIN/flotilla describe policy policy-namespace
+  $BIN/flotilla describe gitrepo shop; git -C $SHOP log --oneline   # then commit, and: $BIN/flotilla gitrepo sync shop
   $BIN/flotilla apply -f examples/policies/dev-baseline.yaml; $BIN/flotilla label sim-0001 environment=dev
   curl -s 127.0.0.1:$METRICS_PORT/metrics | grep flotilla_hub_clusters
 Logs: $RUN/*.log. Press Ctrl-C to stop.
