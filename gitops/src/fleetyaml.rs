@@ -1,6 +1,7 @@
 //! A bundle's `fleet.yaml`: strict (a typo in an option must not deploy the wrong thing). The
-//! keys built so far are read; Fleet keys not built yet, and those this design leaves out for
-//! good, are refused by name with the reason, so a Fleet user learns what to change.
+//! keys built so far are read (per-target customizations, overlays and patches in
+//! [`crate::customize`]); Fleet keys not built yet, and those this design leaves out for good,
+//! are refused by name with the reason, so a Fleet user learns what to change.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use serde::Deserialize;
 use crate::Problem;
 
 /// The options of one bundle.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FleetYaml {
     /// The bundle's name (else `<gitrepo>-<path>`).
@@ -24,20 +25,24 @@ pub struct FleetYaml {
     /// The namespace every object is put in (cluster-scoped objects are then refused).
     #[serde(default)]
     pub namespace: Option<String>,
+    /// Overlays every cluster gets (`overlays/<name>/` of the bundle).
+    #[serde(default)]
+    pub yaml: Option<YamlOptions>,
+    /// Patches every cluster gets (a Flotilla addition).
+    #[serde(default)]
+    pub patches: Vec<Patch>,
+    /// Per-target customizations, first match wins.
+    #[serde(default)]
+    pub target_customizations: Vec<Customization>,
+    /// `FirstMatch` (the default, and the only mode built).
+    #[serde(default)]
+    pub target_customization_mode: Option<String>,
 }
+
+pub use crate::customize::{Customization, Patch, PatchTarget, PatchType, YamlOptions};
 
 /// Fleet keys not built yet, with what to do meanwhile.
 const NOT_YET: &[(&str, &str)] = &[
-    (
-        "targetCustomizations",
-        "per-target customizations are not built yet",
-    ),
-    (
-        "targetCustomizationMode",
-        "per-target customizations are not built yet",
-    ),
-    ("yaml", "overlays are not built yet"),
-    ("patches", "patches are not built yet"),
     ("dependsOn", "dependsOn is not built yet"),
     (
         "rolloutStrategy",
@@ -52,7 +57,7 @@ const NOT_YET: &[(&str, &str)] = &[
 ];
 
 /// Fleet keys left out by design, with the reason.
-const NEVER: &[(&str, &str)] = &[
+pub(crate) const NEVER: &[(&str, &str)] = &[
     (
         "helm",
         "Helm charts are not rendered here: render with `helm template` in CI and commit the output",
@@ -96,14 +101,22 @@ pub fn parse(path: &str, content: &[u8]) -> Result<FleetYaml, Vec<Problem>> {
                 path,
                 format!("{key}: not supported here: {why}"),
             ));
+        } else if key == "targetCustomizations" {
+            let (list, refused) = crate::customize::strip_refused(path, v);
+            problems.extend(refused);
+            kept.insert(k.clone(), list);
         } else {
             kept.insert(k.clone(), v.clone());
         }
     }
     let parsed: Result<FleetYaml, _> = serde_yaml::from_value(serde_yaml::Value::Mapping(kept));
-    match parsed {
-        Ok(f) if problems.is_empty() => check(path, f),
-        Ok(_) => Err(problems),
+    match parsed.map(|f| check(path, f)) {
+        Ok(Ok(f)) if problems.is_empty() => Ok(f),
+        Ok(Ok(_)) => Err(problems),
+        Ok(Err(more)) => {
+            problems.extend(more);
+            Err(problems)
+        }
         Err(e) => {
             problems.push(Problem::new(path, e.to_string()));
             Err(problems)
@@ -128,6 +141,7 @@ fn check(path: &str, f: FleetYaml) -> Result<FleetYaml, Vec<Problem>> {
     {
         problems.push(Problem::new(path, e.to_string()));
     }
+    crate::customize::check(path, &f, &mut problems);
     if problems.is_empty() {
         Ok(f)
     } else {
@@ -156,7 +170,7 @@ mod tests {
     fn fleet_keys_not_built_and_typos_are_refused_by_name() {
         let problems = parse(
             "apps/web/fleet.yaml",
-            b"helm: {chart: x}\ntargetCustomizations: []\ndefaultNamspace: shop\n",
+            b"helm: {chart: x}\ndependsOn: []\ndefaultNamspace: shop\n",
         )
         .unwrap_err();
         let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
@@ -165,7 +179,7 @@ mod tests {
             "{text:?}"
         );
         assert!(
-            text[1].contains("targetCustomizations: not supported here: per-target"),
+            text[1].contains("dependsOn: not supported here: dependsOn is not built"),
             "{text:?}"
         );
         assert!(

@@ -5,18 +5,22 @@
 //!   a `fleet.yaml` makes one, a path root holding YAML makes one), and which files each holds;
 //!   Helm, Kustomize, submodules and links leaving a bundle refused by name.
 //! - [`fleetyaml`]: a bundle's `fleet.yaml`, strict; Fleet keys not built here refused by name.
+//! - [`customize`]: its per-target customizations, overlays and patches, and their limits.
+//! - [`overlay`]: a bundle's files after its overlays.
 //! - [`name`]: bundle names (Fleet's `<gitrepo>-<path>`, shortened with a checksum).
 //! - [`render`]: one bundle into a `ManifestWorkSpec` (canonical JSON manifests, namespaces
-//!   applied, limits held) and its content hash.
+//!   applied, limits held) and its content hash, and one variant per customization.
 //! - [`source`]: the `GitRepo` object (its YAML, validation, fetch request) and the
 //!   ManifestWorkReplicaSet each rendered bundle becomes.
 //!
 //! No I/O and no gix: the worker (`flotilla-gitfetch`) fetched and checked the tree already.
 #![deny(missing_docs)]
 
+pub mod customize;
 pub mod discover;
 pub mod fleetyaml;
 pub mod name;
+pub mod overlay;
 pub mod render;
 pub mod source;
 pub mod tree;

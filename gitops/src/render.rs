@@ -1,6 +1,8 @@
-//! One bundle into a `ManifestWorkSpec`: every file parsed as a YAML stream (`kind: List`
+//! One bundle into a `ManifestWorkSpec`, and one more per target customization (a variant):
+//! overlays applied to the files, every file parsed as a YAML stream (`kind: List`
 //! unwrapped, empty documents skipped), every object checked (`apiVersion`, `kind`,
 //! `metadata.name`), namespaces applied (`namespace` forces, `defaultNamespace` fills in),
+//! fleet.yaml `patches` applied,
 //! duplicates refused naming both files, Namespaces and CRDs first, each manifest as canonical
 //! JSON (keys sorted), the whole checked by the work validator every ManifestWork passes, and
 //! its content hash (SHA-256 of the encoded spec).
@@ -8,7 +10,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use flotilla_api::{
-    v1::{Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate, ObjectMeta},
+    v1::{
+        Manifest, ManifestWork, ManifestWorkSpec, ManifestsTemplate, ObjectMeta, TemplateVariant,
+    },
     work::{MAX_MANIFESTS_BYTES, is_cluster_scoped, validate},
 };
 use flotilla_gitfetch::limits::human_bytes;
@@ -16,7 +20,15 @@ use prost::Message;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::{Problem, discover::BundleDir, fleetyaml::FleetYaml, name::bundle_name, tree::Tree};
+use crate::{
+    Problem,
+    customize::{Patch, PatchTarget, YamlOptions},
+    discover::BundleDir,
+    fleetyaml::FleetYaml,
+    name::bundle_name,
+    overlay::Layered,
+    tree::Tree,
+};
 
 /// Objects in one bundle, at most.
 pub const MAX_OBJECTS: usize = 500;
@@ -41,13 +53,28 @@ pub struct Rendered {
     pub path: String,
     /// Labels from fleet.yaml.
     pub labels: BTreeMap<String, String>,
-    /// The work every cluster gets.
+    /// The work every cluster no customization selects gets.
     pub spec: ManifestWorkSpec,
-    /// SHA-256 of the encoded spec, 64 hex: equal specs, equal content.
+    /// SHA-256 of the encoded spec, 64 hex: equal specs, equal content; with customizations,
+    /// of the base's content and every variant (selectors and content), so any change shows.
     pub content: String,
+    /// One per `targetCustomizations` entry, in order (a cluster gets the first selecting it).
+    pub variants: Vec<TemplateVariant>,
 }
 
-/// Renders one bundle of `tree`.
+/// Bytes of manifests of a bundle's base and all its customizations together, at most: they are
+/// kept in one replica set record (with the template before the last change, for undo).
+pub const MAX_CUSTOMIZED_BYTES: usize = 384 * 1024;
+
+/// The options one rendering applies.
+struct Options<'a> {
+    namespace: Option<&'a str>,
+    default_namespace: Option<&'a str>,
+    overlays: &'a [String],
+    patches: Vec<&'a Patch>,
+}
+
+/// Renders one bundle of `tree`: its base and one variant per customization.
 pub fn render(source: Source<'_>, tree: &Tree, dir: &BundleDir) -> Result<Rendered, Vec<Problem>> {
     let options = match &dir.fleet_yaml {
         Some(file) => crate::fleetyaml::parse(file, tree.content(file).unwrap_or_default())?,
@@ -58,14 +85,112 @@ pub fn render(source: Source<'_>, tree: &Tree, dir: &BundleDir) -> Result<Render
         .clone()
         .unwrap_or_else(|| bundle_name(source.namespace, source.name, &dir.path));
     let at = format!("bundle {name}");
-    let namespace = source.target_namespace.or(options.namespace.as_deref());
-    let mut objects = collect(
-        tree,
-        dir,
-        &at,
-        namespace,
-        options.default_namespace.as_deref(),
-    )?;
+    let base = Options {
+        namespace: source.target_namespace.or(options.namespace.as_deref()),
+        default_namespace: options.default_namespace.as_deref(),
+        overlays: overlays(options.yaml.as_ref()),
+        patches: options.patches.iter().collect(),
+    };
+    let spec = spec_of(tree, dir, &at, &base)?;
+    let mut problems = Vec::new();
+    let mut variants = Vec::new();
+    for c in &options.target_customizations {
+        let mut variant = TemplateVariant {
+            name: c.name.clone(),
+            cluster_name: c.cluster_name.clone().unwrap_or_default(),
+            cluster_selector: c.cluster_selector.as_ref().map(Into::into),
+            cluster_set: c.cluster_set.clone().unwrap_or_default(),
+            decision_group: c.decision_group.clone().unwrap_or_default(),
+            do_not_deploy: c.do_not_deploy,
+            ..Default::default()
+        };
+        if !c.do_not_deploy {
+            let mine = Options {
+                namespace: source
+                    .target_namespace
+                    .or(c.namespace.as_deref())
+                    .or(base.namespace),
+                default_namespace: c.default_namespace.as_deref().or(base.default_namespace),
+                overlays: c.yaml.as_ref().map_or(base.overlays, |y| &y.overlays),
+                patches: base.patches.iter().copied().chain(&c.patches).collect(),
+            };
+            match spec_of(tree, dir, &at, &mine) {
+                Ok(s) => {
+                    variant.content = content_of(&s);
+                    variant.template = Some(s);
+                }
+                Err(p) => problems.extend(p.into_iter().map(|p| {
+                    Problem::new(p.at, format!("customization {}: {}", c.name, p.message))
+                })),
+            }
+        }
+        variants.push(variant);
+    }
+    let bytes: usize = std::iter::once(&spec)
+        .chain(variants.iter().filter_map(|v| v.template.as_ref()))
+        .map(manifest_bytes)
+        .sum();
+    if !variants.is_empty() && bytes > MAX_CUSTOMIZED_BYTES {
+        problems.push(Problem::new(
+            &at,
+            format!(
+                "{} of manifests for the bundle and its {} customizations together; at most {}",
+                human_bytes(bytes as u64),
+                variants.len(),
+                human_bytes(MAX_CUSTOMIZED_BYTES as u64)
+            ),
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let mut content = content_of(&spec);
+    if !variants.is_empty() {
+        let mut h = Sha256::new();
+        h.update(content.as_bytes());
+        for v in &variants {
+            let key = TemplateVariant {
+                template: None,
+                ..v.clone()
+            };
+            h.update(key.encode_length_delimited_to_vec());
+        }
+        content = hex(&h.finalize());
+    }
+    Ok(Rendered {
+        name,
+        path: dir.path.clone(),
+        labels: options.labels,
+        spec,
+        content,
+        variants,
+    })
+}
+
+fn overlays(y: Option<&YamlOptions>) -> &[String] {
+    y.map(|y| y.overlays.as_slice()).unwrap_or_default()
+}
+
+fn manifest_bytes(spec: &ManifestWorkSpec) -> usize {
+    spec.workload
+        .as_ref()
+        .map_or(0, |w| w.manifests.iter().map(|m| m.raw.len()).sum())
+}
+
+/// SHA-256 of an encoded spec, 64 hex.
+pub fn content_of(spec: &ManifestWorkSpec) -> String {
+    hex(&Sha256::digest(spec.encode_to_vec()))
+}
+
+/// One rendering of the bundle's files with `options`: checked, ordered, validated.
+fn spec_of(
+    tree: &Tree,
+    dir: &BundleDir,
+    at: &str,
+    options: &Options<'_>,
+) -> Result<ManifestWorkSpec, Vec<Problem>> {
+    let files = crate::overlay::layered(tree, dir, at, options.overlays)?;
+    let mut objects = collect(&files, at, options)?;
     objects.sort_by_key(|(_, o)| rank(o)); // stable: file order otherwise
     let manifests: Vec<Manifest> = objects
         .iter()
@@ -76,7 +201,7 @@ pub fn render(source: Source<'_>, tree: &Tree, dir: &BundleDir) -> Result<Render
     let bytes: usize = manifests.iter().map(|m| m.raw.len()).sum();
     if bytes > MAX_MANIFESTS_BYTES {
         return Err(vec![Problem::new(
-            &at,
+            at,
             format!(
                 "{} of manifests; one ManifestWork holds at most {}",
                 human_bytes(bytes as u64),
@@ -90,7 +215,7 @@ pub fn render(source: Source<'_>, tree: &Tree, dir: &BundleDir) -> Result<Render
     };
     let work = ManifestWork {
         metadata: Some(ObjectMeta {
-            name: name.clone(),
+            name: "bundle".into(),
             namespace: "cluster".into(),
             ..Default::default()
         }),
@@ -99,32 +224,30 @@ pub fn render(source: Source<'_>, tree: &Tree, dir: &BundleDir) -> Result<Render
     };
     let invalid = validate(&work);
     if !invalid.is_empty() {
-        return Err(invalid.into_iter().map(|m| Problem::new(&at, m)).collect());
+        return Err(invalid.into_iter().map(|m| Problem::new(at, m)).collect());
     }
-    let content = hex(&Sha256::digest(spec.encode_to_vec()));
-    Ok(Rendered {
-        name,
-        path: dir.path.clone(),
-        labels: options.labels,
-        spec,
-        content,
-    })
+    Ok(spec)
 }
 
-/// Every object of a bundle's files with its file, namespaces applied, duplicates refused.
+/// Every object of a bundle's files with its file: overlay patches, namespaces and patches
+/// applied, duplicates refused.
 fn collect(
-    tree: &Tree,
-    dir: &BundleDir,
+    files: &Layered<'_>,
     at: &str,
-    namespace: Option<&str>,
-    default_namespace: Option<&str>,
+    options: &Options<'_>,
 ) -> Result<Vec<(String, Value)>, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut objects: Vec<(String, Value)> = Vec::new();
-    for file in &dir.files {
-        let content = tree.content(file).unwrap_or_default();
+    for (file, content) in &files.files {
         match parse_file(file, content) {
-            Ok(found) => objects.extend(found.into_iter().map(|o| (file.clone(), o))),
+            Ok(mut found) => {
+                for (patch_file, patch) in files.patches.get(file).into_iter().flatten() {
+                    if let Err(p) = overlay_patch(patch_file, patch, &mut found) {
+                        problems.push(p);
+                    }
+                }
+                objects.extend(found.into_iter().map(|o| (file.clone(), o)));
+            }
             Err(p) => problems.extend(p),
         }
     }
@@ -134,10 +257,16 @@ fn collect(
             format!("{} objects; at most {MAX_OBJECTS}", objects.len()),
         ));
     }
-    let mut seen: HashMap<(String, String, String, String), String> = HashMap::new();
     for (file, obj) in &mut objects {
-        if let Err(p) = place(file, obj, namespace, default_namespace) {
+        if let Err(p) = place(file, obj, options.namespace, options.default_namespace) {
             problems.push(p);
+        }
+    }
+    patch_all(&mut objects, &options.patches, at, &mut problems);
+    let mut seen: HashMap<(String, String, String, String), String> = HashMap::new();
+    for (file, obj) in &objects {
+        if let Err(why) = required(obj) {
+            problems.push(Problem::new(file.as_str(), format!("after patches: {why}")));
             continue;
         }
         let key = identity(obj);
@@ -157,6 +286,86 @@ fn collect(
     } else {
         Err(problems)
     }
+}
+
+/// fleet.yaml's `patches`, each applied to every object it targets (none: a problem, so a
+/// renamed object does not silently lose its customization).
+fn patch_all(
+    objects: &mut [(String, Value)],
+    patches: &[&Patch],
+    at: &str,
+    problems: &mut Vec<Problem>,
+) {
+    for (i, p) in patches.iter().enumerate() {
+        let mut hits = 0;
+        for (file, o) in objects.iter_mut() {
+            if !crate::customize::targets(&p.target, o) {
+                continue;
+            }
+            hits += 1;
+            if let Err(e) = crate::customize::apply(p, o) {
+                problems.push(Problem::new(
+                    file.as_str(),
+                    format!("patch {} of {}: {e}", i + 1, describe(&p.target)),
+                ));
+            }
+        }
+        if hits == 0 {
+            problems.push(Problem::new(
+                at,
+                format!(
+                    "patch {} targets {}, which the bundle does not have",
+                    i + 1,
+                    describe(&p.target)
+                ),
+            ));
+        }
+    }
+}
+
+fn describe(t: &PatchTarget) -> String {
+    let mut s = t.kind.clone();
+    if let Some(ns) = &t.namespace {
+        s.push_str(&format!(" {ns}/"));
+        s.push_str(t.name.as_deref().unwrap_or("*"));
+    } else if let Some(n) = &t.name {
+        s.push_str(&format!(" {n}"));
+    }
+    s
+}
+
+/// An overlay's `<file>_patch.<ext>` on the object of `<file>.<ext>` (one object only).
+fn overlay_patch(patch_file: &str, content: &[u8], objects: &mut [Value]) -> Result<(), Problem> {
+    let [object] = objects else {
+        return Err(Problem::new(
+            patch_file,
+            format!(
+                "the file it patches holds {} objects; an overlay patch applies to a file of one \
+                 object (use fleet.yaml patches for others)",
+                objects.len()
+            ),
+        ));
+    };
+    let patch: Value = serde_yaml::from_slice::<serde_yaml::Value>(content)
+        .ok()
+        .and_then(|v| serde_json::to_value(v).ok())
+        .ok_or_else(|| Problem::new(patch_file, "not a YAML or JSON patch"))?;
+    let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
+    match &patch {
+        Value::Array(_) => flotilla_api::patch::json_patch(object, &patch)
+            .map_err(|e| Problem::new(patch_file, e.0))?,
+        Value::Object(_) if crate::customize::builtin_group(&api_version) => {
+            flotilla_api::patch::strategic(object, &patch)
+        }
+        Value::Object(_) => flotilla_api::patch::merge(object, &patch),
+        _ => {
+            return Err(Problem::new(
+                patch_file,
+                "a patch is a mapping (merge) or a list of operations (JSON patch)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The objects of one file: a YAML stream (JSON is YAML), `List`s unwrapped.
