@@ -5,7 +5,12 @@
 //! backup is refused before anything is restored, naming the file and what is wrong; a server
 //! that has Flotilla's streams is refused. A hub's `revocations.json` given with `restore
 //! --revocations` is written into the restored revocations (a key revoked after the backup
-//! stays revoked); a file that does not read, or names no user key, is refused first.
+//! stays revoked); a file that does not read, or names no user key, is refused first. A
+//! backup taken while a fanout runs is in `backup/fanout.rs`.
+
+mod common;
+#[path = "backup/fanout.rs"]
+mod fanout;
 
 use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
@@ -467,8 +472,17 @@ async fn objects(channel: &Channel) -> Objects {
 
 /// A JetStream server of `binary` on a free port, its store under `dir`.
 fn server(binary: &Path, dir: &Path) -> NatsServer {
+    server_of(binary, dir, free_port())
+}
+
+/// A JetStream server of the current release on `port` (a restore's target on the address the
+/// agents know), its store under `dir`.
+fn server_at(dir: &Path, port: u16) -> NatsServer {
+    server_of(&flotilla_testkit::nats_server_binary(), dir, port)
+}
+
+fn server_of(binary: &Path, dir: &Path, port: u16) -> NatsServer {
     std::fs::create_dir_all(dir).unwrap();
-    let port = free_port();
     let config = dir.join("nats-server.conf");
     std::fs::write(
         &config,
@@ -505,6 +519,11 @@ struct HubProcess {
 
 impl HubProcess {
     fn start(nats: &str, dir: &Path, name: &str) -> Self {
+        Self::start_with(nats, dir, name, &[])
+    }
+
+    /// Starts a hub as [`HubProcess::start`] does, with `extra` flags.
+    fn start_with(nats: &str, dir: &Path, name: &str, extra: &[&str]) -> Self {
         let grpc = free_port();
         let mut cmd = std::process::Command::new(HUB);
         cmd.args(["--nats-url", nats])
@@ -513,7 +532,8 @@ impl HubProcess {
             .args([
                 "--status-stream-max-bytes",
                 &flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
-            ]);
+            ])
+            .args(extra);
         Self {
             proc: Proc::spawn("flotilla-hub", cmd, dir.join(format!("hub-{name}.log"))),
             grpc: format!("http://127.0.0.1:{grpc}"),
@@ -542,7 +562,10 @@ impl HubProcess {
 impl Drop for HubProcess {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("---- hub log ----\n{}", self.proc.output());
+            eprintln!(
+                "---- hub (last lines) ----\n{}",
+                self.proc.tail(25, &["shard ownership", "async_nats"])
+            );
         }
     }
 }
