@@ -187,8 +187,9 @@ pub(crate) async fn serve(
         inventory.clone(),
         works.clone(),
         shards.clone(),
-        shutdown,
+        shutdown.clone(),
     ));
+    tasks.push(poll_stream_fill(metrics, units, shutdown));
     tracing::info!(grpc = %listeners.grpc_addr, metrics = %listeners.metrics_addr, nats = %config.nats.url, "hub started");
     Ok(cluster_proxy)
 }
@@ -876,6 +877,25 @@ pub(crate) fn serve_dashboard(
         tls,
         shutdown,
     ))
+}
+
+/// The streams' fill (`flotilla_hub_stream_*`), listed while this hub holds the controllers'
+/// unit: one poller per fleet.
+pub(crate) fn poll_stream_fill(
+    metrics: &Metrics,
+    units: &units::Units,
+    shutdown: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let fill = store::fill::FillMetrics::default();
+    metrics.register_collector(Box::new(fill.clone()));
+    store::fill::spawn(
+        units.controller_deps().jetstream.clone(),
+        units.watch_controllers(),
+        Option::is_some,
+        fill,
+        store::fill::EVERY,
+        shutdown,
+    )
 }
 
 /// The metrics endpoint (`/metrics`, `/debug/shards`).

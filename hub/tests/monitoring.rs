@@ -96,6 +96,43 @@ async fn every_metric_a_dashboard_or_rule_names_is_exported_by_a_hub_or_an_agent
     agent.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_holding_the_controllers_exports_the_streams_fill_and_works_by_state() {
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    // A lone hub takes every unit, the controllers' too, and lists the streams at once.
+    let text = tokio::time::timeout(SOON, async {
+        loop {
+            let text = metrics_text(&hub).await;
+            if text.contains("flotilla_hub_stream_max_bytes{stream=\"FLOTILLA_STATUS\"}") {
+                return text;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "no stream fill exported:\n{}",
+            hub.metrics.render(&hub.inventory)
+        )
+    });
+    let limit = format!(
+        "flotilla_hub_stream_max_bytes{{stream=\"FLOTILLA_STATUS\"}} {}",
+        flotilla_testkit::STATUS_STREAM_MAX_BYTES
+    );
+    assert!(text.contains(&limit), "{limit} not in\n{text}");
+    assert!(
+        text.contains("flotilla_hub_stream_messages{stream=\"KV_works\"}"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("flotilla_hub_works{state=").count(),
+        5,
+        "{text}"
+    );
+}
+
 /// Runs promtool in deploy/prometheus.
 fn promtool(args: &[&str]) -> std::process::Output {
     std::process::Command::new("promtool")

@@ -1,6 +1,8 @@
 //! Hub state in JetStream KV: one bucket per kind, protobuf values, the KV revision as the
 //! object's `resourceVersion`. Every call rides through JetStream elections ([`ride`]).
+//! [`fill`]: how full the streams are, listed by the controllers' holder (metrics).
 
+pub mod fill;
 pub mod quarantine;
 pub mod ride;
 
