@@ -620,7 +620,7 @@ fn main() -> ExitCode {
     };
     let mut args = Args::parse();
     if let Some(command) = args.command.take() {
-        return command.run(&args.nats, &runtime);
+        return command.run(&args.nats, args.secure_dir.as_deref(), &runtime);
     }
     let config = match check(&args).and_then(|c| config(&args, c).map_err(|e| vec![e])) {
         Ok(c) => c,

@@ -8,9 +8,12 @@
 //! when the operator says so; a work deleted and created again after the backup keeps the
 //! spoke's newer incarnation, also at the generation the store holds (told apart by its uid);
 //! a cluster offline through the window loses nothing after it;
-//! deleting a cluster deletes its orphans' records.
+//! deleting a cluster deletes its orphans' records. The same in secure mode, with `restore
+//! --revocations`: `recovery/secure.rs`.
 
 mod common;
+#[path = "recovery/secure.rs"]
+mod secure;
 
 use common::work::*;
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
@@ -590,6 +593,11 @@ impl Drop for HubProcess {
 
 impl HubProcess {
     fn start(nats: &str, dir: &Path, name: &str) -> Self {
+        Self::start_with(nats, dir, name, &[])
+    }
+
+    /// Starts a hub as [`HubProcess::start`] does, with `extra` flags.
+    fn start_with(nats: &str, dir: &Path, name: &str, extra: &[&str]) -> Self {
         let grpc = free_port();
         let metrics = format!("127.0.0.1:{}", free_port());
         let dashboard = format!("127.0.0.1:{}", free_port());
@@ -601,7 +609,8 @@ impl HubProcess {
             .args([
                 "--status-stream-max-bytes",
                 &flotilla_testkit::STATUS_STREAM_MAX_BYTES.to_string(),
-            ]);
+            ])
+            .args(extra);
         Self {
             proc: Proc::spawn("flotilla-hub", cmd, dir.join(format!("hub-{name}.log"))),
             grpc: format!("http://127.0.0.1:{grpc}"),

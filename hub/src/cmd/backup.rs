@@ -20,7 +20,7 @@ pub struct Backup {
     check: bool,
     /// The secure directory (connect as the hub, with its TLS).
     #[arg(long, env = "FLOTILLA_SECURE_DIR")]
-    secure_dir: Option<PathBuf>,
+    pub(super) secure_dir: Option<PathBuf>,
 }
 
 impl Backup {

@@ -15,7 +15,7 @@ pub struct Doctor {
     remove: Vec<flotilla_hub::doctor::Removal>,
     /// The secure directory (connect as the hub, with its TLS).
     #[arg(long, env = "FLOTILLA_SECURE_DIR")]
-    secure_dir: Option<PathBuf>,
+    pub(super) secure_dir: Option<PathBuf>,
     /// `json` for one JSON document.
     #[arg(short = 'o', long = "output")]
     output: Option<Output>,

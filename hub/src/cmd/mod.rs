@@ -24,14 +24,32 @@ pub enum Command {
 }
 
 impl Command {
-    /// Runs the subcommand; the NATS flags are the top-level ones (given before it).
-    pub fn run(self, nats: &NatsArgs, runtime: &tokio::runtime::Runtime) -> ExitCode {
+    /// Runs the subcommand; the NATS flags are the top-level ones (given before it). A
+    /// top-level `--secure-dir` (the hub's own flag) serves `doctor`, `backup` and `restore`
+    /// when they are not given theirs: they connect as the hub either way, rather than
+    /// without credentials and an "authorization violation".
+    pub fn run(
+        self,
+        nats: &NatsArgs,
+        secure_dir: Option<&std::path::Path>,
+        runtime: &tokio::runtime::Runtime,
+    ) -> ExitCode {
+        let or_top = |own: Option<std::path::PathBuf>| own.or(secure_dir.map(Into::into));
         match self {
             Command::Init(c) => c.run(),
             Command::Rotate(c) => runtime.block_on(c.run(nats)),
-            Command::Doctor(c) => runtime.block_on(c.run(nats)),
-            Command::Backup(c) => runtime.block_on(c.run(nats)),
-            Command::Restore(c) => runtime.block_on(c.run(nats)),
+            Command::Doctor(mut c) => {
+                c.secure_dir = or_top(c.secure_dir);
+                runtime.block_on(c.run(nats))
+            }
+            Command::Backup(mut c) => {
+                c.secure_dir = or_top(c.secure_dir);
+                runtime.block_on(c.run(nats))
+            }
+            Command::Restore(mut c) => {
+                c.secure_dir = or_top(c.secure_dir);
+                runtime.block_on(c.run(nats))
+            }
             Command::Manifests(c) => c.run(),
         }
     }

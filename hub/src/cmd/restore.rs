@@ -19,7 +19,7 @@ pub struct Restore {
     dry_run: bool,
     /// The secure directory (connect as the hub, with its TLS).
     #[arg(long, env = "FLOTILLA_SECURE_DIR")]
-    secure_dir: Option<PathBuf>,
+    pub(super) secure_dir: Option<PathBuf>,
     /// A hub's `revocations.json` (each hub keeps one in its secure directory): its
     /// revocations are merged into the restored ones before any hub starts, so credentials
     /// revoked after the backup stay revoked. Repeat it for every hub's file.
