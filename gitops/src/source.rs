@@ -8,9 +8,9 @@
 //! Built so far: `https://` (with `clientSecretName` and `caBundle`), `http://` and `git://`
 //! (with `insecureTransport: true`) and `file://` repositories, branch or revision, `paths`,
 //! polling settings, `paused`, `forceSyncGeneration`, `targetNamespace`, `keepResources`,
-//! targets by `placementRef`. Refused until built: SSH, webhooks, inline placements (the
-//! latter two by name in the shape); refused for good: Fleet's Helm, OCI, image-scan and
-//! service-account fields.
+//! targets by `placementRef`, `webhookSecret` (the hub's webhook endpoint checks pushes with
+//! it). Refused until built: SSH, inline placements (the latter by name in the shape); refused
+//! for good: Fleet's Helm, OCI, image-scan and service-account fields.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -194,6 +194,11 @@ fn credentials(s: &GitRepoSpec, scheme: &str, p: &mut Vec<String>) {
         if let Err(e) = validate_dns1123_subdomain("spec.clientSecretName", &s.client_secret_name) {
             p.push(e.to_string());
         }
+    }
+    if !s.webhook_secret.is_empty()
+        && let Err(e) = validate_dns1123_subdomain("spec.webhookSecret", &s.webhook_secret)
+    {
+        p.push(e.to_string());
     }
     if !s.ca_bundle.is_empty() {
         if scheme != "https" {

@@ -66,6 +66,8 @@ pub enum Purpose {
     Answer,
     /// A join token from the hub holding the cluster's shard (`JoinToken`).
     JoinToken,
+    /// A push webhook forwarded to the controllers' hub (`GitWebhook`): sealed like a call.
+    Webhook,
 }
 
 impl Purpose {
@@ -74,6 +76,7 @@ impl Purpose {
             Purpose::Call => b"flotilla/forwarded-call/2\n",
             Purpose::Answer => b"flotilla/forwarded-answer/2\n",
             Purpose::JoinToken => b"flotilla/join-token/1\n",
+            Purpose::Webhook => b"flotilla/forwarded-webhook/1\n",
         }
     }
 }
@@ -150,23 +153,33 @@ impl HubSeal {
 
     /// A call box: `plain` sealed by the shared key to itself.
     pub fn seal_call(&self, plain: &[u8]) -> Result<Vec<u8>, SealedError> {
+        self.seal_shared(Purpose::Call, plain)
+    }
+
+    /// Opens a call box made by a hub sharing this key.
+    pub fn open_call(&self, sealed: &[u8]) -> Result<Vec<u8>, SealedError> {
+        self.open_shared(Purpose::Call, sealed)
+    }
+
+    /// `plain` sealed for `purpose` by the shared key to itself (a call box's kind of box).
+    pub fn seal_shared(&self, purpose: Purpose, plain: &[u8]) -> Result<Vec<u8>, SealedError> {
         if !self.shared {
             return Err(SealedError::NotShared);
         }
         let own = self.own_public()?;
         self.key
-            .seal_to(&tagged(Purpose::Call, plain), &own)
+            .seal_to(&tagged(purpose, plain), &own)
             .ok_or(SealedError::Seal)
     }
 
-    /// Opens a call box made by a hub sharing this key.
-    pub fn open_call(&self, sealed: &[u8]) -> Result<Vec<u8>, SealedError> {
+    /// Opens a box made by [`HubSeal::seal_shared`] for `purpose` by a hub sharing this key.
+    pub fn open_shared(&self, purpose: Purpose, sealed: &[u8]) -> Result<Vec<u8>, SealedError> {
         if !self.shared {
             return Err(SealedError::NotShared);
         }
         let own = self.own_public()?;
         let plain = self.key.open_from(sealed, &own).ok_or(SealedError::Open)?;
-        untag(Purpose::Call, plain)
+        untag(purpose, plain)
     }
 
     /// `plain` sealed for `purpose` to the asker's `reply_xkey`.

@@ -38,6 +38,7 @@ pub(crate) struct Listeners {
     pub cluster_proxy_addr: Option<SocketAddr>,
     pub dashboard: Option<TcpListener>,
     pub dashboard_addr: Option<SocketAddr>,
+    pub webhooks: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -67,6 +68,10 @@ impl Listeners {
             }
             None => (None, None),
         };
+        let webhooks = match config.families.gitops.webhook.listen {
+            Some(addr) => Some(bind(addr).await?.0),
+            None => None,
+        };
         Ok(Self {
             grpc,
             metrics,
@@ -76,6 +81,7 @@ impl Listeners {
             cluster_proxy_addr,
             dashboard,
             dashboard_addr,
+            webhooks,
         })
     }
 }
@@ -180,6 +186,9 @@ pub(crate) async fn serve(
     };
     if let Some(listener) = listeners.dashboard {
         tasks.extend(serve_dashboard(deps, listener, shutdown.clone())?);
+    }
+    if let Some(listener) = listeners.webhooks {
+        tasks.push(serve_webhooks(deps, listener, shutdown.clone())?);
     }
     tasks.push(serve_metrics(
         listeners.metrics,
@@ -875,6 +884,39 @@ pub(crate) fn serve_dashboard(
         },
         listener,
         tls,
+        shutdown,
+    ))
+}
+
+/// The GitRepo push webhooks (`--gitops-webhook-listen`), with the API's TLS.
+pub(crate) fn serve_webhooks(
+    deps: ServeDeps<'_>,
+    listener: TcpListener,
+    shutdown: watch::Receiver<bool>,
+) -> Result<JoinHandle<()>, HubError> {
+    use crate::gitops::webhook::{forward::Route, listener::Webhooks};
+    let config = deps.config;
+    let tls = match &config.api.tls {
+        Some(tls) => {
+            Some(crate::webserver::tls_acceptor(&tls.cert, &tls.key).map_err(HubError::Tls)?)
+        }
+        None => None,
+    };
+    let route = Route {
+        units: deps.units.clone(),
+        nats: deps.nats.clone(),
+        seal: crate::sealed::HubSeal::new(config.families.service_accounts.key.clone()),
+    };
+    let settings = &config.families.gitops.webhook;
+    let handler = Arc::new(Webhooks::new(settings, route, deps.metrics));
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving GitRepo webhooks");
+    }
+    Ok(crate::webserver::serve(
+        listener,
+        tls,
+        settings.limits.clone(),
+        handler,
         shutdown,
     ))
 }

@@ -319,6 +319,17 @@ fn check(args: &Args) -> Result<Checked, Vec<String>> {
     check_numbers(args, &mut errors);
     let families = args.families.settings(&mut errors);
     check_listeners(args, &mut errors);
+    if let Some(addr) = families.gitops.webhook.listen {
+        // No token to ask for: a webhook proves itself by its signature.
+        errors.extend(flotilla_hub::webserver::listener_refusals(
+            "--gitops-webhook-listen",
+            addr,
+            args.grpc_tls_cert.is_some(),
+            true,
+            true,
+            "",
+        ));
+    }
     let secure = load(
         args.secure_dir.as_deref(),
         "--secure-dir",

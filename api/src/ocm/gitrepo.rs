@@ -86,6 +86,10 @@ pub struct GitRepoSpec {
     /// (the PEM itself is taken too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<String>,
+    /// A hub Secret in the namespace verifying push webhooks (key `github`, `gitlab` or
+    /// `gitea`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<String>,
     /// Every object goes into this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_namespace: Option<String>,
@@ -146,6 +150,12 @@ pub struct GitRepoStatus {
     /// The last commit fetched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<Commit>,
+    /// The commit the last verified push webhook named.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub webhook_commit: String,
+    /// When it came (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_webhook_time: String,
     /// When the last fetch ended (RFC 3339).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_fetch_time: String,
@@ -212,10 +222,6 @@ pub struct Bundle {
 
 /// Spec keys refused by name, with the reason.
 const REFUSED: &[(&str, &str)] = &[
-    (
-        "webhookSecret",
-        "webhooks are not built yet: the repository is polled",
-    ),
     ("bundles", "not built yet: use paths"),
     (
         "insecureSkipTLSVerify",
@@ -314,6 +320,7 @@ impl GitRepo {
                 force_sync_generation: s.force_sync_generation,
                 client_secret_name: s.client_secret_name.clone().unwrap_or_default(),
                 ca_bundle,
+                webhook_secret: s.webhook_secret.clone().unwrap_or_default(),
                 target_namespace: s.target_namespace.clone().unwrap_or_default(),
                 keep_resources: s.keep_resources,
                 insecure_transport: s.insecure_transport,
@@ -378,6 +385,7 @@ impl From<&v1::GitRepo> for GitRepo {
                 client_secret_name: some(&s.client_secret_name),
                 ca_bundle: (!s.ca_bundle.is_empty())
                     .then(|| data_encoding::BASE64.encode(&s.ca_bundle)),
+                webhook_secret: some(&s.webhook_secret),
                 target_namespace: some(&s.target_namespace),
                 keep_resources: s.keep_resources,
                 insecure_transport: s.insecure_transport,
@@ -408,6 +416,8 @@ fn status(s: &v1::GitRepoStatus) -> GitRepoStatus {
             author: c.author.clone(),
             time: time(&c.time),
         }),
+        webhook_commit: s.webhook_commit.clone(),
+        last_webhook_time: time(&s.last_webhook_time),
         last_fetch_time: time(&s.last_fetch_time),
         next_fetch_time: time(&s.next_fetch_time),
         conditions: conditions(&s.conditions),

@@ -116,10 +116,7 @@ fn every_problem_is_reported_with_its_field() {
 #[test]
 fn fields_not_built_and_fleet_fields_left_out_are_refused_by_name() {
     let bad = SHOP
-        .replace(
-            "  branch: main\n",
-            "  branch: main\n  webhookSecret: shop-hook\n  helmSecretName: x\n",
-        )
+        .replace("  branch: main\n", "  branch: main\n  helmSecretName: x\n")
         .replace(
             "  - name: depots\n",
             "  - name: depots\n    clusterSelector: {matchLabels: {a: b}}\n",
@@ -129,7 +126,6 @@ fn fields_not_built_and_fleet_fields_left_out_are_refused_by_name() {
         problems,
         [
             "spec.helmSecretName: Helm is not rendered here",
-            "spec.webhookSecret: webhooks are not built yet: the repository is polled",
             "spec.targets[1].clusterSelector: inline targets are not built yet: name an existing Placement in placementRef",
         ]
     );

@@ -41,6 +41,9 @@ pub enum Msg {
     Sync(ObjectRef, Reply<GitRepo>),
     /// Pause, resume or undo every bundle's rollout.
     Rollout(ObjectRef, Rollout, Reply<GitRepo>),
+    /// A verified push webhook named this commit (empty: none): fetch now unless the GitRepo
+    /// is at it already. Answers whether a fetch was started or queued.
+    Poke(ObjectRef, String, Reply<bool>),
 }
 
 /// A finished job: whose, for which spec and pin, and what it came to.
@@ -166,7 +169,40 @@ impl Actor {
             Msg::Rollout(key, action, reply) => {
                 let _ = reply.send(self.rollout(&key, action).await);
             }
+            Msg::Poke(key, commit, reply) => {
+                let _ = reply.send(self.poke(&key, commit).await);
+            }
         }
+    }
+
+    /// A verified webhook: its commit and time recorded in the status, and a fetch now (after
+    /// the running one) unless the commit is the one delivered or last fetched — a replayed
+    /// delivery costs no fetch — or an undo pinned the GitRepo.
+    async fn poke(&mut self, key: &ObjectRef, commit: String) -> Result<bool, GitRepoError> {
+        let Some(mut repo) = self.repos.get(key).cloned() else {
+            return Err(GitRepoError::NotFound(key.to_string()));
+        };
+        let mut status = repo.status.clone().unwrap_or_default();
+        let at = !commit.is_empty()
+            && (status.commit == commit || status.head.as_ref().is_some_and(|h| h.sha == commit));
+        // Undone to a pinned commit: the branch is not followed until resumed.
+        let fetch = !at && rules::pinned(&repo).is_none();
+        if fetch && let Some(t) = self.tracked.get_mut(key) {
+            if t.in_flight {
+                t.again = true;
+            } else {
+                t.next = Some(Instant::now());
+            }
+        }
+        status.webhook_commit = commit;
+        status.last_webhook_time = Some(flotilla_api::meta::now());
+        repo.status = Some(status);
+        // The fetch is due already: a failed status write delays nothing.
+        if let Err(e) = self.store(repo).await {
+            tracing::warn!(gitrepo = %key, error = %e, "could not record the webhook in the status");
+        }
+        tracing::info!(gitrepo = %key, fetch, "push webhook verified");
+        Ok(fetch)
     }
 
     /// Pauses, resumes or undoes every bundle's rollout; the status says so (an undo's pin is
@@ -479,10 +515,9 @@ impl Actor {
         if repo.status.as_ref().is_some_and(|s| s.rollout_paused) {
             // New bundles are made paused (existing sets keep their own pause).
             for rs in &mut writes.apply {
-                rs.hub = Some(ReplicaSetHubState {
-                    paused: true,
-                    ..Default::default()
-                });
+                rs.hub
+                    .get_or_insert_with(ReplicaSetHubState::default)
+                    .paused = true;
             }
         }
         let mut problems = Vec::new();

@@ -70,6 +70,17 @@ impl Recipe for GitRepoFamily {
             .await
             .map_err(|e| cx.failed(e))?;
         cx.adopt(task);
+        // Webhooks other hubs received reach this hub's GitRepos here (their Secrets are here).
+        let d = cx.deps();
+        let hooks = super::webhook::forward::serve(
+            d.nats.clone(),
+            d.seal.clone(),
+            repos.clone(),
+            cx.stop_signal(),
+        )
+        .await
+        .map_err(|e| cx.failed(e))?;
+        cx.adopt(hooks);
         cx.provide(repos.clone());
         Ok((GitRepoServiceServer::new(GitRepoApi::new(repos)),))
     }
@@ -132,6 +143,12 @@ pub struct Flags {
         value_parser = clap::value_parser!(u32).range(1..=100_000)
     )]
     gitops_max_repos: u32,
+    /// Serve push webhooks (GitHub, GitLab, Gitea) on this address, at /hooks/gitrepos: a
+    /// verified push fetches the GitRepos following it at once. No token (a webhook proves
+    /// itself by its GitRepo's webhookSecret); TLS with --grpc-tls-cert/--grpc-tls-key, plain
+    /// HTTP only on loopback. Any hub may serve it.
+    #[arg(long, env = "FLOTILLA_GITOPS_WEBHOOK_LISTEN")]
+    gitops_webhook_listen: Option<std::net::SocketAddr>,
 }
 
 impl Flags {
@@ -146,6 +163,7 @@ impl Flags {
             max_repos: self.gitops_max_repos as usize,
             ..GitOpsConfig::default()
         };
+        config.webhook.listen = self.gitops_webhook_listen;
         if let Some(dir) = &self.gitops_cache_dir {
             config.cache_dir = dir.clone();
         }

@@ -12,6 +12,8 @@
 //! - [`credentials`]: the hub Secret a GitRepo's `clientSecretName` names, turned into the
 //!   worker's credentials (handed over on its stdin only).
 //! - [`grpc`]: `flotilla.v1.GitRepoService`; [`family`]: the family and its `--gitops-*` flags.
+//! - [`webhook`]: push webhooks (GitHub, GitLab, Gitea) verified with a GitRepo's
+//!   `webhookSecret`, each a fetch at once; any hub takes them, the controllers' hub checks them.
 //!
 //! A commit that fails to fetch or render changes nothing that runs: the replica sets keep the
 //! last good commit's content and the status says what was refused and where. KV bucket:
@@ -23,6 +25,7 @@ pub mod credentials;
 pub mod family;
 pub mod grpc;
 pub mod rules;
+pub mod webhook;
 
 use crate::handle::{Gone, Handle};
 use crate::keys::ObjectRef;
@@ -69,6 +72,8 @@ pub struct GitOpsConfig {
     pub retry_max: Duration,
     /// GitRepos the hub keeps at most (default 1,000).
     pub max_repos: usize,
+    /// The push webhook listener (every hub may serve one; `--gitops-webhook-listen`).
+    pub webhook: webhook::listener::WebhookConfig,
 }
 
 impl Default for GitOpsConfig {
@@ -85,6 +90,7 @@ impl Default for GitOpsConfig {
             retry_min: Duration::from_secs(15),
             retry_max: Duration::from_secs(600),
             max_repos: 1000,
+            webhook: webhook::listener::WebhookConfig::default(),
         }
     }
 }
@@ -174,6 +180,8 @@ pub struct GitRepos {
     handle: Handle<actor::Msg, GitRepo>,
     /// Where the bundles are (read for the per-cluster rows).
     sets: crate::replicaset::ReplicaSets,
+    /// The hub Secrets (a GitRepo's `webhookSecret`).
+    secrets: crate::policy::hubdata::HubData,
 }
 
 impl std::fmt::Debug for GitRepos {
@@ -199,11 +207,13 @@ impl GitRepos {
         let stored = buckets.repos.load_all().await?;
         let views: Views = Arc::default();
         let sets = deps.replicasets.clone();
+        let secrets = deps.secrets.clone();
         let (tx, task) = actor::spawn(buckets, deps, views.clone(), stored, shutdown);
         Ok((
             Self {
                 handle: Handle::new(tx, views),
                 sets,
+                secrets,
             },
             task,
         ))
@@ -243,6 +253,65 @@ impl GitRepos {
     pub async fn sync(&self, namespace: &str, name: &str) -> Result<GitRepo, GitRepoError> {
         let key = ObjectRef::new(namespace, name);
         self.handle.ask(|r| actor::Msg::Sync(key, r)).await?
+    }
+
+    /// A push webhook: read, matched with the GitRepos following its repository, verified with
+    /// each one's `webhookSecret`, and a fetch at once for those it verifies with that follow
+    /// the ref pushed ([`webhook::decide`]). What the sender is told.
+    pub async fn hook(&self, d: &webhook::Delivery) -> webhook::Answer {
+        let read = match webhook::read(d) {
+            Ok(r) => r,
+            Err(answer) => return answer,
+        };
+        let repos = match &d.target {
+            Some(t) => self.get(&t.namespace, &t.name).into_iter().collect(),
+            None => self.list(""),
+        };
+        let candidates: Vec<webhook::Candidate<'_>> = repos
+            .iter()
+            .filter_map(|repo| {
+                let key = key_of(repo);
+                let spec = repo.spec.as_ref()?;
+                webhook::matches(&read, d.target.as_ref(), &key, spec).then(|| {
+                    let secret = (!spec.webhook_secret.is_empty())
+                        .then(|| {
+                            self.secrets
+                                .secret_data(&key.namespace, &spec.webhook_secret)
+                        })
+                        .flatten()
+                        .map(|(_, data)| data);
+                    webhook::Candidate { key, spec, secret }
+                })
+            })
+            .collect();
+        let (mut answer, fetch) = webhook::decide(d, &read, &candidates);
+        let mut notes = Vec::new();
+        for key in fetch {
+            let commit = read.push.commit.clone();
+            let poked = self
+                .handle
+                .ask(|r| actor::Msg::Poke(key.clone(), commit, r))
+                .await;
+            match poked.map_err(GitRepoError::from).and_then(|r| r) {
+                Ok(true) => {}
+                Ok(false) => notes.push(format!(
+                    "no fetch for {key}: at {} already, or pinned by an undo",
+                    read.push.commit
+                )),
+                Err(e) => {
+                    tracing::warn!(gitrepo = %key, error = %e, "a verified webhook could not start a fetch");
+                    answer = webhook::Answer::new(
+                        webhook::Outcome::Unavailable,
+                        Some(read.provider),
+                        format!("{key}: {e}"),
+                    );
+                }
+            }
+        }
+        if !notes.is_empty() && answer.outcome == webhook::Outcome::Triggered {
+            answer.message = format!("{} ({})", answer.message, notes.join("; "));
+        }
+        answer
     }
 
     /// Every bundle's decided clusters (bundle by bundle) with their state, the commit their

@@ -16,6 +16,7 @@ mod gitops;
 mod gitops_dashboard;
 mod gitops_https;
 mod gitops_webhook;
+mod gitops_webhook;
 mod import_policy;
 mod managed_namespaces;
 mod mirror_peers;

@@ -11,6 +11,7 @@ spec:
   branch: main
   paths: ["apps/*"]
   pollingInterval: 1m
+  webhookSecret: shop-hook
   targets:
   - name: stores
     placementRef: {name: stores}
@@ -33,6 +34,7 @@ fn a_gitrepo_document_becomes_its_proto_and_prints_back_the_same() {
     let spec = r.spec.as_ref().unwrap();
     assert_eq!(spec.branch, "main");
     assert_eq!(spec.revision, "");
+    assert_eq!(spec.webhook_secret, "shop-hook");
     assert_eq!(spec.targets[0].placement_ref, "stores");
     assert_eq!(
         spec.targets[0].rollout_strategy.as_ref().unwrap().r#type,
@@ -51,7 +53,7 @@ fn fleet_keys_left_out_are_refused_by_name_and_unknown_keys_as_unknown() {
     let bad = SHOP
         .replace(
             "  branch: main\n",
-            "  branch: main\n  webhookSecret: shop-hook\n  helmSecretName: x\n  brnch: y\n",
+            "  branch: main\n  helmSecretName: x\n  brnch: y\n",
         )
         .replace(
             "    placementRef: {name: stores}\n",
@@ -60,7 +62,6 @@ fn fleet_keys_left_out_are_refused_by_name_and_unknown_keys_as_unknown() {
     let e = one(&bad).unwrap_err();
     for part in [
         "document 1 (GitRepo shop): spec.brnch: unknown field",
-        "spec.webhookSecret: webhooks are not built yet",
         "spec.helmSecretName: Helm is not rendered here",
         "spec.targets[0].clusterSelector: inline targets are not built yet",
     ] {

@@ -1,0 +1,225 @@
+//! The webhook listener (`--gitops-webhook-listen`): every hub may serve it. Thin: the path and
+//! method, the source's rate, the body's size and time, then the [`Delivery`] goes to
+//! [`Route::deliver`] and its [`Answer`] back to the sender as JSON
+//! (`{"result": …, "message": …}`). Served by [`crate::webserver`] (TLS with the API's
+//! certificate, plain HTTP on loopback only). No token: a webhook proves itself by its
+//! signature, checked by the controllers' hub. Counted in `flotilla_hub_gitops_webhooks_total`
+//! by provider and result; nothing of a secret or signature is logged.
+
+use super::forward::Route;
+use super::rate::Rates;
+use super::{Answer, Delivery, MAX_BODY, Outcome, verify};
+use crate::keys::ObjectRef;
+use crate::metrics::Metrics;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The path prefix.
+pub const PATH: &str = "/hooks/gitrepos";
+/// How long a sender has to send its whole body.
+const BODY_TIME: Duration = Duration::from_secs(10);
+
+/// Settings of the listener.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// Where to listen (`None`: no listener).
+    pub listen: Option<SocketAddr>,
+    /// Webhooks a second per source address.
+    pub rate: f64,
+    /// Webhooks at once per source address.
+    pub burst: f64,
+    /// Connections, header and handshake times.
+    pub limits: crate::webserver::Limits,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            rate: super::rate::RATE,
+            burst: super::rate::BURST,
+            limits: crate::webserver::Limits {
+                max_connections: 64,
+                header_read: Duration::from_secs(5),
+                ..crate::webserver::Limits::default()
+            },
+        }
+    }
+}
+
+/// Labels of the webhook counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// `github`, `gitlab`, `gitea`, or `unknown` (no sender header, or refused before it was
+    /// read).
+    pub provider: &'static str,
+    /// [`Outcome::label`].
+    pub result: &'static str,
+}
+
+/// The listener's metrics (`flotilla_hub_gitops_webhooks_total`).
+#[derive(Clone, Default)]
+pub struct WebhookMetrics {
+    /// Webhooks answered, by provider and result.
+    pub webhooks: Family<WebhookLabels, Counter>,
+}
+
+impl WebhookMetrics {
+    /// The metrics of `hub` (made and registered once).
+    pub fn new(hub: &Metrics) -> Self {
+        hub.component("gitops_webhooks", |hub| {
+            let m = Self::default();
+            hub.register_component("gitops", |r| {
+                r.register(
+                    "webhooks",
+                    "GitRepo push webhooks answered, by provider and result (triggered, ignored, \
+                     ping, unauthorized, unknown_repo, wrong_event, bad_request, too_large, \
+                     rate_limited, not_found, unavailable)",
+                    m.webhooks.clone(),
+                );
+            });
+            m
+        })
+    }
+
+    fn count(&self, a: &Answer) {
+        let provider = a.provider.map_or("unknown", verify::Provider::name);
+        self.webhooks
+            .get_or_create(&WebhookLabels {
+                provider,
+                result: a.outcome.label(),
+            })
+            .inc();
+    }
+}
+
+/// The listener's handler.
+pub struct Webhooks {
+    route: Route,
+    rates: Mutex<Rates>,
+    metrics: WebhookMetrics,
+}
+
+impl Webhooks {
+    /// A handler handing deliveries to `route`.
+    pub fn new(config: &WebhookConfig, route: Route, metrics: &Metrics) -> Self {
+        Self {
+            route,
+            rates: Mutex::new(Rates::new(config.rate, config.burst)),
+            metrics: WebhookMetrics::new(metrics),
+        }
+    }
+
+    async fn answer(&self, req: http::Request<Incoming>, peer: SocketAddr) -> Answer {
+        let target = match target(req.uri().path()) {
+            Ok(t) => t,
+            Err(why) => return Answer::new(Outcome::NotFound, None, why),
+        };
+        if req.method() != http::Method::POST {
+            return Answer::new(Outcome::NotFound, None, "webhooks are POSTed");
+        }
+        let admitted = self
+            .rates
+            .lock()
+            .expect("rates lock")
+            .admit(peer.ip(), Instant::now());
+        if !admitted {
+            return Answer::new(
+                Outcome::RateLimited,
+                None,
+                "too many webhooks from this address; try again in a second",
+            );
+        }
+        let headers = req
+            .headers()
+            .iter()
+            .filter(|(k, _)| verify::HEADERS.contains(&k.as_str()))
+            .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+            .collect();
+        let body = Limited::new(req.into_body(), MAX_BODY).collect();
+        let body = match tokio::time::timeout(BODY_TIME, body).await {
+            Ok(Ok(b)) => b.to_bytes(),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+                return Answer::new(
+                    Outcome::TooLarge,
+                    None,
+                    format!("a webhook body may have at most {MAX_BODY} bytes"),
+                );
+            }
+            Ok(Err(e)) => {
+                return Answer::new(Outcome::BadRequest, None, format!("reading the body: {e}"));
+            }
+            Err(_) => {
+                return Answer::new(
+                    Outcome::BadRequest,
+                    None,
+                    format!("the body took longer than {} s", BODY_TIME.as_secs()),
+                );
+            }
+        };
+        self.route
+            .deliver(Delivery {
+                headers,
+                body,
+                target,
+            })
+            .await
+    }
+}
+
+/// The GitRepo a path names: `/hooks/gitrepos` (none: matched by URL) or
+/// `/hooks/gitrepos/{namespace}/{name}`.
+pub fn target(path: &str) -> Result<Option<ObjectRef>, String> {
+    let rest = path
+        .strip_prefix(PATH)
+        .ok_or_else(|| format!("webhooks are POSTed to {PATH} or {PATH}/NAMESPACE/NAME"))?;
+    let rest = rest.trim_end_matches('/');
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        [ns, name]
+            if rest.starts_with('/')
+                && flotilla_api::names::validate_dns1123_label("namespace", ns).is_ok()
+                && flotilla_api::names::validate_dns1123_subdomain("name", name).is_ok() =>
+        {
+            Ok(Some(ObjectRef::new(*ns, *name)))
+        }
+        _ => Err(format!(
+            "webhooks are POSTed to {PATH} or {PATH}/NAMESPACE/NAME"
+        )),
+    }
+}
+
+impl crate::webserver::Handler for Webhooks {
+    type Body = Full<Bytes>;
+    type BodyError = std::convert::Infallible;
+    const NAME: &'static str = "gitops webhooks";
+
+    async fn handle(
+        self: Arc<Self>,
+        req: http::Request<Incoming>,
+        peer: SocketAddr,
+    ) -> http::Response<Full<Bytes>> {
+        let answer = self.answer(req, peer).await;
+        self.metrics.count(&answer);
+        if answer.outcome.status() >= 400 {
+            tracing::info!(%peer, provider = answer.provider.map_or("unknown", verify::Provider::name), result = answer.outcome.label(), message = %answer.message, "webhook refused");
+        } else {
+            tracing::debug!(%peer, result = answer.outcome.label(), message = %answer.message, "webhook answered");
+        }
+        http::Response::builder()
+            .status(answer.outcome.status())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(answer.body())))
+            .expect("a valid response")
+    }
+}

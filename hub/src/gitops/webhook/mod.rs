@@ -1,0 +1,282 @@
+//! Push webhooks from GitHub, GitLab and Gitea that fetch a GitRepo at once (design:
+//! docs/notes/issue-50-design.md §8; user docs: docs/gitops.md "Webhooks").
+//!
+//! - [`verify`], [`payload`], [`rate`]: pure — who sent it and whether a GitRepo's
+//!   `webhookSecret` signed it, what the push says and how its URL compares, how many a source
+//!   may send; [`decide`] puts them together into an [`Answer`] and the GitRepos to fetch.
+//! - [`listener`]: the thin HTTP server every hub may serve (`--gitops-webhook-listen`):
+//!   bounds, rate, body, then hands the [`Delivery`] on.
+//! - [`forward`]: where it goes — to this hub's GitRepos while it holds the controllers,
+//!   otherwise over NATS to the hub that does (sealed with the control plane's key), whose
+//!   subscription the GitRepo family runs. Verification runs only there, next to the Secrets.
+//!
+//! `POST /hooks/gitrepos` matches the push's repository URL and ref with every GitRepo (as
+//! Fleet does); `POST /hooks/gitrepos/{namespace}/{name}` with that one only. A GitRepo is
+//! fetched only when the delivery verifies with its own Secret.
+
+pub mod forward;
+pub mod listener;
+pub mod payload;
+pub mod rate;
+pub mod verify;
+
+#[cfg(test)]
+mod tests;
+
+use crate::keys::ObjectRef;
+use bytes::Bytes;
+use flotilla_api::v1::GitRepoSpec;
+use std::collections::BTreeMap;
+use verify::{Event, Headers, Provider, Unverified};
+
+/// Largest body taken (GitHub caps its payloads at 25 MB; a push's fields are near the top, but
+/// the whole body is what is signed).
+pub const MAX_BODY: usize = 1024 * 1024;
+
+/// A webhook as received: the headers the checks read ([`verify::HEADERS`]), the body, and the
+/// GitRepo its path names (`None`: every GitRepo following the pushed repository).
+#[derive(Debug, Clone, Default)]
+pub struct Delivery {
+    /// Lower-case names, one value each.
+    pub headers: Headers,
+    /// The body, as signed.
+    pub body: Bytes,
+    /// `/hooks/gitrepos/{namespace}/{name}`.
+    pub target: Option<ObjectRef>,
+}
+
+/// How a delivery ended (the `result` label of `flotilla_hub_gitops_webhooks_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Verified; GitRepos are fetched (202).
+    Triggered,
+    /// Verified; no GitRepo follows the ref pushed, or it was deleted, or it is fetched
+    /// already (200).
+    Ignored,
+    /// GitHub's ping, verified (200).
+    Ping,
+    /// Signed with no GitRepo's secret, or unsigned (401).
+    Unauthorized,
+    /// No GitRepo follows the repository, or the path names none (404).
+    UnknownRepo,
+    /// Not a push (400).
+    WrongEvent,
+    /// No known sender, or a body that is not a push payload (400).
+    BadRequest,
+    /// Past the body limit (413).
+    TooLarge,
+    /// Past the source's rate (429).
+    RateLimited,
+    /// Not a POST (405), or no such path (404).
+    NotFound,
+    /// No hub holding the controllers answered (503).
+    Unavailable,
+}
+
+impl Outcome {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Triggered => "triggered",
+            Outcome::Ignored => "ignored",
+            Outcome::Ping => "ping",
+            Outcome::Unauthorized => "unauthorized",
+            Outcome::UnknownRepo => "unknown_repo",
+            Outcome::WrongEvent => "wrong_event",
+            Outcome::BadRequest => "bad_request",
+            Outcome::TooLarge => "too_large",
+            Outcome::RateLimited => "rate_limited",
+            Outcome::NotFound => "not_found",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+
+    /// The label of a forwarded answer (an unknown one: `bad_request`, labels are a closed set).
+    pub fn from_label(label: &str) -> Outcome {
+        [
+            Outcome::Triggered,
+            Outcome::Ignored,
+            Outcome::Ping,
+            Outcome::Unauthorized,
+            Outcome::UnknownRepo,
+            Outcome::WrongEvent,
+            Outcome::BadRequest,
+            Outcome::TooLarge,
+            Outcome::RateLimited,
+            Outcome::NotFound,
+            Outcome::Unavailable,
+        ]
+        .into_iter()
+        .find(|o| o.label() == label)
+        .unwrap_or(Outcome::BadRequest)
+    }
+
+    /// Its HTTP status.
+    pub fn status(self) -> u16 {
+        match self {
+            Outcome::Triggered => 202,
+            Outcome::Ignored | Outcome::Ping => 200,
+            Outcome::Unauthorized => 401,
+            Outcome::UnknownRepo | Outcome::NotFound => 404,
+            Outcome::WrongEvent | Outcome::BadRequest => 400,
+            Outcome::TooLarge => 413,
+            Outcome::RateLimited => 429,
+            Outcome::Unavailable => 503,
+        }
+    }
+}
+
+/// What the sender is told: the outcome, its sender (when known) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Who sent it (the metric's `provider` label), when its headers said.
+    pub provider: Option<Provider>,
+    /// A sentence for the sender's delivery log (never a secret; names GitRepos only once
+    /// verified).
+    pub message: String,
+}
+
+impl Answer {
+    /// An answer.
+    pub fn new(outcome: Outcome, provider: Option<Provider>, message: impl Into<String>) -> Self {
+        Self {
+            outcome,
+            provider,
+            message: message.into(),
+        }
+    }
+
+    /// The JSON body sent back.
+    pub fn body(&self) -> String {
+        serde_json::json!({"result": self.outcome.label(), "message": self.message}).to_string()
+    }
+}
+
+/// A read delivery: its sender, what its event is, and the push it describes.
+#[derive(Debug, Clone)]
+pub struct Read {
+    /// Who sent it.
+    pub provider: Provider,
+    /// Push or ping.
+    pub event: Event,
+    /// What it says.
+    pub push: Push,
+}
+
+pub use payload::Push;
+
+/// Who sent `d` and what it says, or the answer that ends it (unknown sender, not a push, a body
+/// that is no push payload). Nothing here is trusted yet: it only finds the GitRepos whose
+/// Secrets are then tried.
+pub fn read(d: &Delivery) -> Result<Read, Answer> {
+    let Some((provider, event_name)) = Provider::of(&d.headers) else {
+        return Err(Answer::new(
+            Outcome::BadRequest,
+            None,
+            "unknown webhook sender: expected an X-GitHub-Event, X-Gitlab-Event or X-Gitea-Event \
+             header",
+        ));
+    };
+    let event = provider.event(&event_name);
+    if event == Event::Other {
+        let shown: String = event_name.chars().take(64).collect();
+        return Err(Answer::new(
+            Outcome::WrongEvent,
+            Some(provider),
+            format!(
+                "event {shown:?} is not a push: only push events fetch (send push events only)"
+            ),
+        ));
+    }
+    let content_type = d.headers.get("content-type").map_or("", String::as_str);
+    let push = payload::parse(provider, content_type, &d.body)
+        .map_err(|e| Answer::new(Outcome::BadRequest, Some(provider), e))?;
+    Ok(Read {
+        provider,
+        event,
+        push,
+    })
+}
+
+/// A GitRepo the push may be for (its URL matches): its key, spec, and the data of its
+/// `webhookSecret` Secret (`None`: it names none, or the Secret is missing).
+#[derive(Debug, Clone)]
+pub struct Candidate<'a> {
+    /// `<namespace>/<name>`.
+    pub key: ObjectRef,
+    /// Its spec.
+    pub spec: &'a GitRepoSpec,
+    /// Its webhook Secret's data.
+    pub secret: Option<BTreeMap<String, Vec<u8>>>,
+}
+
+/// Whether a GitRepo (key and spec) is one the push of `r` may be for: the path's GitRepo if it
+/// names one, and its `repo` one of the payload's URLs.
+pub fn matches(r: &Read, target: Option<&ObjectRef>, key: &ObjectRef, spec: &GitRepoSpec) -> bool {
+    target.is_none_or(|t| t == key) && r.push.urls.contains(&payload::normalise(&spec.repo))
+}
+
+/// The outcome of a read delivery over its candidates, and the GitRepos to fetch with the
+/// commit the push named.
+pub fn decide(d: &Delivery, r: &Read, candidates: &[Candidate<'_>]) -> (Answer, Vec<ObjectRef>) {
+    let p = Some(r.provider);
+    let url = r.push.urls.first().cloned().unwrap_or_default();
+    if candidates.is_empty() {
+        let what = match &d.target {
+            Some(t) => format!("GitRepo {t} does not exist or does not follow {url}"),
+            None => format!("no GitRepo follows {url}"),
+        };
+        return (Answer::new(Outcome::UnknownRepo, p, what), Vec::new());
+    }
+    let mut verified = Vec::new();
+    let mut without_secret = 0;
+    for c in candidates {
+        let Some(data) = &c.secret else {
+            without_secret += 1;
+            continue;
+        };
+        match verify::verify(r.provider, &d.headers, &d.body, data) {
+            Ok(()) => verified.push(c),
+            Err(Unverified::NoKey) => without_secret += 1,
+            Err(Unverified::Unsigned | Unverified::Malformed | Unverified::Mismatch) => {}
+        }
+    }
+    if verified.is_empty() {
+        let why = if without_secret == candidates.len() {
+            format!(
+                "no GitRepo following {url} has a webhookSecret with a {:?} key",
+                r.provider.secret_keys()[0]
+            )
+        } else {
+            "the signature does not verify with any webhookSecret".to_owned()
+        };
+        return (Answer::new(Outcome::Unauthorized, p, why), Vec::new());
+    }
+    let names = |cs: &[&Candidate<'_>]| {
+        cs.iter()
+            .map(|c| c.key.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if r.event == Event::Ping {
+        let message = format!("verified for {}", names(&verified));
+        return (Answer::new(Outcome::Ping, p, message), Vec::new());
+    }
+    if r.push.deleted() {
+        let message = format!("{} was deleted: nothing to fetch", r.push.git_ref);
+        return (Answer::new(Outcome::Ignored, p, message), Vec::new());
+    }
+    let fetch: Vec<&Candidate<'_>> = verified
+        .into_iter()
+        .filter(|c| payload::follows(&c.spec.branch, &c.spec.revision, &r.push.git_ref))
+        .collect();
+    if fetch.is_empty() {
+        let message = format!("no GitRepo here follows {}", r.push.git_ref);
+        return (Answer::new(Outcome::Ignored, p, message), Vec::new());
+    }
+    let message = format!("fetching {}", names(&fetch));
+    let keys = fetch.iter().map(|c| c.key.clone()).collect();
+    (Answer::new(Outcome::Triggered, p, message), keys)
+}

@@ -1,0 +1,304 @@
+//! Push webhooks (issue 50: "a webhook triggers a fetch within a second"): a repository made
+//! with `git init` and served by a real `git daemon`, a GitRepo polling once an hour with a
+//! `webhookSecret` hub Secret, two hubs on one NATS sharing a sealing key. A commit pushed and
+//! a signed GitHub payload POSTed to the controllers' hub is fetched within a second; a GitLab
+//! payload POSTed to the other hub is forwarded over NATS (sealed) and fetched within a second
+//! too; a bad signature is refused (401) and fetches nothing; each is counted by result.
+
+use crate::common;
+
+use common::*;
+use flotilla_api::ocm::{Document, parse_documents};
+use flotilla_api::v1::git_repo_service_client::GitRepoServiceClient;
+use flotilla_api::v1::placement_service_client::PlacementServiceClient;
+use flotilla_api::v1::policy_service_client::PolicyServiceClient;
+use flotilla_api::v1::{GetGitRepoRequest, GitRepo, HubSecret, ObjectMeta};
+use flotilla_hub::Hub;
+use flotilla_hub::gitops::webhook::verify::sign;
+use flotilla_hub::serviceaccount::key::SealingKey;
+use flotilla_testkit::NatsServer;
+use flotilla_testkit::git::{Daemon, Repo};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const GITHUB_SECRET: &str = "gh-7d1e-secret";
+const GITLAB_TOKEN: &str = "gl-90ab-token";
+/// The issue's bound: from the webhook's answer to the new commit fetched.
+const WITHIN: Duration = Duration::from_secs(1);
+
+const PLACEMENT: &str = "apiVersion: cluster.open-cluster-management.io/v1beta1\n\
+    kind: Placement\nmetadata: {name: stores, namespace: default}\nspec: {clusterSets: [default]}\n";
+
+fn gitrepo(url: &str) -> GitRepo {
+    let text = format!(
+        "apiVersion: apps.flotilla.io/v1alpha1\nkind: GitRepo\n\
+         metadata: {{name: shop, namespace: default}}\n\
+         spec:\n  repo: {url}\n  insecureTransport: true\n  branch: main\n  paths: [apps/*]\n\
+         \x20 pollingInterval: 1h\n  webhookSecret: shop-hook\n\
+         \x20 targets:\n  - name: stores\n    placementRef: {{name: stores}}\n"
+    );
+    match parse_documents(&text).remove(0) {
+        Ok(Document::GitRepo(r)) => r,
+        other => panic!("GitRepo fixture: {other:?}"),
+    }
+}
+
+fn configmap(value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: default}}\n\
+         data: {{v: \"{value}\"}}\n"
+    )
+}
+
+/// GitHub's push payload for `commit` on main of the repository at `url`.
+fn github_push(url: &str, commit: &str) -> Vec<u8> {
+    serde_json::json!({
+        "ref": "refs/heads/main",
+        "before": "0".repeat(40),
+        "after": commit,
+        "repository": {"full_name": "ops/shop", "clone_url": url, "html_url": url},
+        "pusher": {"name": "ann"},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// GitLab's push payload.
+fn gitlab_push(url: &str, commit: &str) -> Vec<u8> {
+    serde_json::json!({
+        "object_kind": "push",
+        "ref": "refs/heads/main",
+        "checkout_sha": commit,
+        "after": commit,
+        "project": {"path_with_namespace": "ops/shop", "git_http_url": url, "web_url": url},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// POSTs `body` with `headers` to `addr`'s `/hooks/gitrepos`; the status and the body.
+async fn post(addr: SocketAddr, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
+    let mut head = format!(
+        "POST /hooks/gitrepos HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(body).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    let out = tokio::time::timeout(SOON, exchange)
+        .await
+        .expect("the webhook is answered");
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+    (status, body)
+}
+
+async fn get(api: &mut GitRepoServiceClient<tonic::transport::Channel>) -> GitRepo {
+    api.get_git_repo(GetGitRepoRequest {
+        namespace: "default".into(),
+        name: "shop".into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+fn head(r: &GitRepo) -> &str {
+    r.status
+        .as_ref()
+        .and_then(|s| s.head.as_ref())
+        .map_or("", |h| h.sha.as_str())
+}
+
+/// How long after `since` the GitRepo's head became `commit` (fails past `bound`).
+async fn fetched(
+    api: &mut GitRepoServiceClient<tonic::transport::Channel>,
+    commit: &str,
+    since: Instant,
+    bound: Duration,
+) -> Duration {
+    loop {
+        let r = get(api).await;
+        if head(&r) == commit {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < bound,
+            "commit {commit} not fetched within {bound:?}: {:#?}",
+            r.status
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn counted(hub: &Hub, provider: &str, result: &str) -> u64 {
+    let text = hub.metrics.render(&hub.inventory);
+    let line = format!(
+        "flotilla_hub_gitops_webhooks_total{{provider=\"{provider}\",result=\"{result}\"}} "
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix(&line))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+async fn start(
+    nats: &NatsServer,
+    base: &std::path::Path,
+    key: &std::path::Path,
+) -> (Hub, SocketAddr) {
+    let mut config = hub_config(&nats.url());
+    let g = &mut config.families.gitops;
+    g.worker = Some(flotilla_testkit::binary("flotilla-git-fetch"));
+    g.cache_dir = base.join(format!("cache-{}", flotilla_testkit::free_port()));
+    g.allow_loopback = true;
+    let hooks: SocketAddr = format!("127.0.0.1:{}", flotilla_testkit::free_port())
+        .parse()
+        .unwrap();
+    g.webhook.listen = Some(hooks);
+    config.families.service_accounts.key = SealingKey::from_file(key).unwrap();
+    (start_hub(config).await, hooks)
+}
+
+#[tokio::test]
+async fn a_signed_push_webhook_fetches_within_a_second_on_either_hub_and_a_bad_one_nothing() {
+    let base = tempfile::tempdir().unwrap();
+    let git = Repo::init(base.path(), "shop");
+    git.write("apps/web/cm.yaml", configmap("1"));
+    let first = git.commit("web at 1");
+    let daemon = Daemon::serve(base.path());
+    let url = daemon.url("shop");
+
+    let nats = NatsServer::start();
+    let key = base.path().join("sealing.xk");
+    let (hub, hooks) = start(&nats, base.path(), &key).await;
+    let deadline = Instant::now() + SOON;
+    while hub.units.controllers().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the first hub holds the controllers"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (other, other_hooks) = start(&nats, base.path(), &key).await;
+    assert!(other.units.controllers().is_none(), "one holder");
+
+    let Ok(Document::Placement(p)) = parse_documents(PLACEMENT).remove(0) else {
+        panic!("placement fixture");
+    };
+    let grpc = format!("http://{}", hub.grpc_addr);
+    PlacementServiceClient::connect(grpc.clone())
+        .await
+        .unwrap()
+        .apply_placement(p)
+        .await
+        .unwrap();
+    PolicyServiceClient::connect(grpc.clone())
+        .await
+        .unwrap()
+        .apply_hub_secret(HubSecret {
+            metadata: Some(ObjectMeta {
+                name: "shop-hook".into(),
+                namespace: "default".into(),
+                ..Default::default()
+            }),
+            r#type: "Opaque".into(),
+            data: [
+                ("github".to_owned(), GITHUB_SECRET.as_bytes().to_vec()),
+                ("gitlab".to_owned(), GITLAB_TOKEN.as_bytes().to_vec()),
+            ]
+            .into(),
+            immutable: false,
+        })
+        .await
+        .unwrap();
+    let mut api = GitRepoServiceClient::connect(grpc).await.unwrap();
+    api.apply_git_repo(gitrepo(&url)).await.unwrap();
+    fetched(&mut api, &first, Instant::now(), SOON).await;
+
+    // GitHub, to the controllers' hub: 202, and the commit fetched within a second (the
+    // GitRepo polls once an hour).
+    git.write("apps/web/cm.yaml", configmap("2"));
+    let second = git.commit("web at 2");
+    let body = github_push(&url, &second);
+    let signature = format!("sha256={}", sign(GITHUB_SECRET.as_bytes(), &body));
+    let github = |sig: String| {
+        vec![
+            ("X-GitHub-Event", "push".to_owned()),
+            (
+                "X-GitHub-Delivery",
+                "72d3162e-cc78-11e3-81ab-4c9367dc0958".to_owned(),
+            ),
+            ("X-Hub-Signature-256", sig),
+        ]
+    };
+    let (status, answer) = post(hooks, &github(signature), &body).await;
+    let sent = Instant::now();
+    assert_eq!(status, 202, "{answer}");
+    assert!(answer.contains("fetching default/shop"), "{answer}");
+    let took = fetched(&mut api, &second, sent, WITHIN).await;
+    eprintln!("GitHub webhook to commit fetched: {took:?}");
+    let st = get(&mut api).await.status.unwrap();
+    assert_eq!(st.webhook_commit, second);
+    assert!(st.last_webhook_time.is_some());
+
+    // A bad signature for a newer commit: 401, nothing fetched.
+    git.write("apps/web/cm.yaml", configmap("3"));
+    let third = git.commit("web at 3");
+    let body = github_push(&url, &third);
+    let forged = format!("sha256={}", sign(b"not the secret", &body));
+    let (status, answer) = post(hooks, &github(forged), &body).await;
+    assert_eq!(status, 401, "{answer}");
+    assert!(!answer.contains(GITHUB_SECRET), "{answer}");
+    let (status, _) = post(other_hooks, &github(String::new()), &body).await;
+    assert_eq!(status, 401, "unsigned, through the other hub");
+    tokio::time::sleep(WITHIN + Duration::from_millis(500)).await;
+    let r = get(&mut api).await;
+    assert_eq!(head(&r), second, "a refused webhook fetched");
+    assert_eq!(r.status.unwrap().webhook_commit, second);
+
+    // GitLab, to the hub that does not hold the controllers: forwarded (sealed: the token is
+    // the secret itself) and fetched within a second.
+    let body = gitlab_push(&url, &third);
+    let gitlab = vec![
+        ("X-Gitlab-Event", "Push Hook".to_owned()),
+        ("X-Gitlab-Token", GITLAB_TOKEN.to_owned()),
+    ];
+    let (status, answer) = post(other_hooks, &gitlab, &body).await;
+    let sent = Instant::now();
+    assert_eq!(status, 202, "{answer}");
+    let took = fetched(&mut api, &third, sent, WITHIN).await;
+    eprintln!("GitLab webhook through the other hub to commit fetched: {took:?}");
+
+    // Not a push; a repository nobody follows.
+    let (status, answer) = post(hooks, &[("X-GitHub-Event", "issues".to_owned())], b"{}").await;
+    assert_eq!(status, 400, "{answer}");
+    let body = github_push("https://github.com/ops/bank.git", &third);
+    let signature = format!("sha256={}", sign(GITHUB_SECRET.as_bytes(), &body));
+    let (status, _) = post(hooks, &github(signature), &body).await;
+    assert_eq!(status, 404);
+
+    assert_eq!(counted(&hub, "github", "triggered"), 1);
+    assert_eq!(counted(&hub, "github", "unauthorized"), 1);
+    assert_eq!(counted(&hub, "github", "wrong_event"), 1);
+    assert_eq!(counted(&hub, "github", "unknown_repo"), 1);
+    assert_eq!(counted(&other, "github", "unauthorized"), 1);
+    assert_eq!(counted(&other, "gitlab", "triggered"), 1);
+    other.stop().await;
+    hub.stop().await;
+}
