@@ -267,6 +267,16 @@ enum Scenario {
         #[arg(long, default_value_t = 100)]
         teams: usize,
     },
+    /// A Git repository of --bundles bundles followed by a GitRepo over every cluster: the
+    /// first commit until every bundle is Ready everywhere, then one commit changing every
+    /// bundle, fetched at once, until every cluster runs it (starts its own hub).
+    Gitops {
+        #[command(flatten)]
+        common: Common,
+        /// Bundles (directories) in the repository.
+        #[arg(long, default_value_t = 10)]
+        bundles: usize,
+    },
     /// Roll one ManifestWorkReplicaSet over C clusters, decision group by decision group
     /// (ProgressivePerGroup), and time each group.
     Rollout {
@@ -394,6 +404,7 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
         | Scenario::Steady { common, .. }
         | Scenario::Apply { common, .. }
         | Scenario::Teams { common, .. }
+        | Scenario::Gitops { common, .. }
         | Scenario::Proxy { common, .. } => (common.clone(), &scenario),
         Scenario::Rollout { .. } | Scenario::Addons { .. } | Scenario::Placement { .. } => {
             unreachable!("rollout, addons and placement run on their own")
@@ -469,6 +480,17 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
             );
             common.hub_args.extend(files.hub_args());
             Some(files)
+        }
+        _ => None,
+    };
+    let repository = match kind {
+        Scenario::Gitops { bundles, .. } => {
+            if common.hub.is_some() {
+                anyhow::bail!("gitops starts its own hub (reading the repository it makes)");
+            }
+            let repository = scenario::gitops::Repository::create(*bundles)?;
+            common.hub_args.extend(repository.hub_args());
+            Some(repository)
         }
         _ => None,
     };
@@ -556,6 +578,10 @@ async fn run_fleet_scenario(scenario: Scenario) -> Result<()> {
                     .as_ref()
                     .expect("written for the teams scenario");
                 scenario::teams::run(run, files).await
+            }
+            Scenario::Gitops { .. } => {
+                let repository = repository.as_ref().expect("made for the gitops scenario");
+                scenario::gitops::run(run, repository).await
             }
             Scenario::Apply {
                 works_per_cluster, ..

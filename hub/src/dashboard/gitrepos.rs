@@ -179,7 +179,7 @@ fn bundles(ns: &str, st: &flotilla_api::v1::GitRepoStatus) -> Markup {
                     th { "Available" } th { "Clusters" }
                 } }
                 tbody { @for b in &st.bundles {
-                    @let sum = b.summary.clone().unwrap_or_default();
+                    @let sum = b.summary.unwrap_or_default();
                     tr data-bundle=(b.name) {
                         td { (b.name) }
                         td { code { (if b.path.is_empty() { "/" } else { &b.path }) } }

@@ -11,6 +11,8 @@
 //! - [`hub_restart`]: `kill -9` of the hub mid-fanout, restart, nothing lost.
 //! - [`ha`]: N hubs share the fleet; fanout, then one hub killed: takeover time.
 //! - [`flapping`]: a share of the fleet flapping while the work changes.
+//! - [`gitops`]: a Git repository of bundles followed over every cluster; one commit to every
+//!   bundle until every cluster runs it.
 //! - [`policy`]: one inform policy over every cluster until all reported, then enforced until
 //!   every cluster is Compliant.
 //! - [`proxy`]: a 20 MiB list and 1,000 watches through the cluster proxy; with `--sessions`
@@ -23,6 +25,7 @@
 pub mod apply;
 pub mod fanout;
 pub mod flapping;
+pub mod gitops;
 pub mod ha;
 pub mod hub_metrics;
 pub mod hub_restart;
