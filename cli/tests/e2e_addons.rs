@@ -3,7 +3,7 @@
 //! with `flotilla get addons` and `flotilla addon status`; a config change rolled out one cluster
 //! at a time survives a hub killed mid-way; `flotilla addon disable --all` removes every work;
 //! OCM documents of every other shape (hub taints, add-ons without a template, `lifecycle: self`,
-//! v1beta1) apply from one file.
+//! v1beta1) apply from one file, and each add-on kind deletes.
 
 mod common;
 
@@ -385,6 +385,58 @@ fn ocm_documents_of_every_shape_apply_and_say_who_manages_each_add_on() {
         yaml.contains("supportedConfigs:") && yaml.contains("defaultConfig:"),
         "stored as v1alpha1: {yaml}"
     );
+
+    // Each add-on kind deletes through the CLI, saying what went; the rest stay.
+    let steps: [(&[&str], &str); 5] = [
+        (
+            &["delete", "managedclusteraddon", "hello", "-c", "site-1"],
+            "managedclusteraddon/hello deleted (cluster site-1)",
+        ),
+        (
+            &["delete", "cma", "helloworld"],
+            "clustermanagementaddon/helloworld deleted (with its ManagedClusterAddOns)",
+        ),
+        (
+            &["delete", "clustermanagementaddon", "hello"],
+            "clustermanagementaddon/hello deleted",
+        ),
+        (
+            &[
+                "delete",
+                "addondeploymentconfig",
+                "hello-config",
+                "-n",
+                "default",
+            ],
+            "addondeploymentconfig/hello-config deleted (namespace default)",
+        ),
+        (
+            &["delete", "addontemplate", "hello-v1"],
+            "addontemplate/hello-v1 deleted",
+        ),
+    ];
+    for (args, said) in steps {
+        let out = cli_ok(&hub.grpc, args);
+        assert!(out.contains(said), "{args:?}: {out}");
+    }
+    let left = addons_json(&hub.grpc).unwrap();
+    assert!(left.is_empty(), "every ManagedClusterAddOn went: {left:?}");
+    let cmas = cli_ok(&hub.grpc, &["get", "clustermanagementaddons"]);
+    assert!(
+        !cmas.lines().any(|l| l.starts_with("hello")),
+        "both ClusterManagementAddOns went: {cmas}"
+    );
+    let templates = cli_ok(&hub.grpc, &["get", "addontemplates"]);
+    assert!(!templates.contains("hello-v1"), "{templates}");
+    let configs = cli_ok(
+        &hub.grpc,
+        &["get", "addondeploymentconfigs", "-n", "default"],
+    );
+    assert!(!configs.contains("hello-config"), "{configs}");
+    // A name that is not there is an error naming it, not a silent success.
+    let (ok, out, err) = cli(&hub.grpc, &["delete", "addontemplate", "hello-v1"]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("hello-v1"), "{err}");
 }
 
 /// OCM's helloworld add-on (its own manager deploys its agent), installed by hand on
