@@ -391,3 +391,106 @@ fn the_example_repository_rolls_out_as_its_readme_says() {
         "{table}"
     );
 }
+
+/// The row of cluster `cluster` in `get gitrepos shop --clusters`: its state and the line.
+fn cluster_row(hub: &Hub, cluster: &str) -> Option<(String, String)> {
+    let (_, table, _) = cli(&hub.grpc, &["get", "gitrepos", "shop", "--clusters"]);
+    let line = table.lines().find(|l| l.contains(cluster))?;
+    let state = line.split_whitespace().nth(2)?.to_owned();
+    Some((state, line.to_owned()))
+}
+
+/// The issue's "a spoke edited by hand is put back and shows `Modified` then `Ready`": a
+/// ConfigMap the GitRepo delivered, changed with kubectl through the hub's cluster proxy, is
+/// put back by the simulated cluster's agent (its periodic re-apply), whose `Repaired`
+/// condition makes the cluster's row `Modified` (naming the ConfigMap) for its drift window,
+/// then `Ready` again.
+#[test]
+fn a_spoke_edited_by_hand_is_put_back_and_shows_modified_then_ready() {
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let git = Repo::init(dir.path(), "shop");
+    git.write("apps/web/cm.yaml", configmap("web", "1", ""));
+    let first = git.commit("web at 1");
+    let port = flotilla_testkit::free_port();
+    let worker = binary("flotilla-git-fetch");
+    let hub = HubBuilder::new(&nats, dir.path())
+        .auto_accept()
+        .flag("--gitops-fetch-worker", worker.to_str().unwrap())
+        .flag(
+            "--gitops-cache-dir",
+            dir.path().join("cache").to_str().unwrap(),
+        )
+        .flag("--gitops-file-root", dir.path().to_str().unwrap())
+        .flag("--cluster-proxy-listen", &format!("127.0.0.1:{port}"))
+        .start();
+    // Observed every 200 ms, so re-applied every 6 s; Repaired for 4 s after a repair.
+    let sim = start_sim(
+        &nats,
+        dir.path(),
+        1,
+        "edge",
+        &[
+            "--ready-delay-ms",
+            "200",
+            "--work-status-interval-ms",
+            "200",
+            "--drift-window-seconds",
+            "4",
+        ],
+    );
+    wait_available(&hub, &[&hub.proc, &sim], "edge", 1);
+    apply(&hub, dir.path(), "setup.yaml", SETUP);
+    apply(
+        &hub,
+        dir.path(),
+        "gitrepo.yaml",
+        &gitrepo(&git.dir, "branch: main", 0),
+    );
+    wait_for(
+        "the cluster Ready at the commit",
+        &[&hub.proc, &sim],
+        || {
+            cluster_row(&hub, "edge-0001")
+                .filter(|(s, l)| s == "Ready" && l.contains(&first[..7]))
+                .map(|_| ())
+        },
+    );
+
+    let kubectl = Kubectl::new(&hub, dir.path(), "edge-0001", &format!("127.0.0.1:{port}"));
+    let value = || kubectl.ok(&["get", "configmap", "web", "-o", "jsonpath={.data.v}"]);
+    assert_eq!(value(), "1");
+    kubectl.ok(&[
+        "patch",
+        "configmap",
+        "web",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"v":"by-hand"}}"#,
+    ]);
+    assert_eq!(value(), "by-hand");
+
+    let (_, line) = wait_for("the cluster Modified", &[&hub.proc, &sim], || {
+        cluster_row(&hub, "edge-0001").filter(|(s, _)| s == "Modified")
+    });
+    assert!(
+        line.contains(&first[..7])
+            && line.contains("1 resource changed on the cluster was put back")
+            && line.contains("v1 ConfigMap default/web"),
+        "{line}"
+    );
+    assert_eq!(value(), "1", "put back by the time the row says Modified");
+    let modified_at = std::time::Instant::now();
+    wait_for("the cluster Ready again", &[&hub.proc, &sim], || {
+        cluster_row(&hub, "edge-0001")
+            .filter(|(s, _)| s == "Ready")
+            .map(|_| ())
+    });
+    assert!(
+        modified_at.elapsed() < std::time::Duration::from_secs(10),
+        "Modified for {:?}, the drift window is 4 s",
+        modified_at.elapsed()
+    );
+    assert_eq!(value(), "1");
+}

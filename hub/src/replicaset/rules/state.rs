@@ -9,7 +9,7 @@
 //! | `ErrApplied` | `Degraded` True or `Applied` False at the work's generation |
 //! | `WaitApplied` | not `Applied` at its generation yet |
 //! | `NotReady` | applied, not `Available` |
-//! | `Modified` | changed on the cluster and put back while someone keeps changing it (`Contested`) |
+//! | `Modified` | changed on the cluster and put back: within the agent's drift window (`Repaired`), or while someone keeps changing it (`Contested`) |
 //! | `Ready` | otherwise |
 //!
 //! Fleet ranks them ErrApplied, WaitApplied, Modified, OutOfSync, Pending, NotReady, Ready (its
@@ -25,6 +25,9 @@ use std::sync::Arc;
 /// The work condition the agent sets while it keeps writing back what someone else changes
 /// (`agent/src/work/drift.rs`).
 pub const CONTESTED: &str = "Contested";
+/// The work condition the agent sets for one drift window after it put back what someone else
+/// changed on the cluster (`agent/src/work/drift.rs`).
+pub const REPAIRED: &str = "Repaired";
 
 /// One cluster's state, ordered by Fleet's rank (the last is the worst).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,7 +40,7 @@ pub enum State {
     Pending,
     /// Its work is of an earlier template.
     OutOfSync,
-    /// Put back after changes on the cluster, repeatedly.
+    /// Put back after changes on the cluster, lately or repeatedly.
     Modified,
     /// Being applied.
     WaitApplied,
@@ -96,8 +99,18 @@ fn find<'a>(w: &'a ManifestWork, t: &str) -> Option<&'a Condition> {
 }
 
 /// The state of a decided cluster whose work is `work` (`None`: none yet), against the
-/// template with `hash`, and why it is not Ready (empty when it is).
+/// template with `hash`, and why it is not Ready (empty when it is). The why quotes the
+/// spoke's condition messages, cut to 4 KiB: a spoke's report is not trusted to be short.
 pub fn state(work: Option<&ManifestWork>, hash: &str) -> (State, String) {
+    let (state, why) = state_of(work, hash);
+    let why = match flotilla_api::policy::history::cut(&why) {
+        std::borrow::Cow::Borrowed(_) => why,
+        std::borrow::Cow::Owned(cut) => cut,
+    };
+    (state, why)
+}
+
+fn state_of(work: Option<&ManifestWork>, hash: &str) -> (State, String) {
     let Some(w) = work else {
         return (State::Pending, "no work yet: waiting for its turn".into());
     };
@@ -128,7 +141,9 @@ pub fn state(work: Option<&ManifestWork>, hash: &str) -> (State, String) {
             .unwrap_or_else(|| "not available yet".into());
         return (State::NotReady, why);
     }
-    if let Some(c) = find(w, CONTESTED).filter(|c| c.status == status::TRUE) {
+    // A fight says more than one repair; either is Modified.
+    let modified = |t: &str| find(w, t).filter(|c| c.status == status::TRUE);
+    if let Some(c) = modified(CONTESTED).or_else(|| modified(REPAIRED)) {
         return (State::Modified, c.message.clone());
     }
     (State::Ready, String::new())

@@ -63,6 +63,20 @@ fn each_state_is_the_first_rule_that_holds() {
             State::Modified,
         ),
         (
+            Some(work(
+                "h",
+                &[(APPLIED, t, 2), (AVAILABLE, t, 2), (REPAIRED, t, 2)],
+            )),
+            State::Modified,
+        ),
+        (
+            Some(work(
+                "h",
+                &[(APPLIED, t, 2), (AVAILABLE, t, 2), (REPAIRED, f, 2)],
+            )),
+            State::Ready,
+        ),
+        (
             Some(work("h", &[(APPLIED, t, 2), (AVAILABLE, t, 2)])),
             State::Ready,
         ),
@@ -78,6 +92,23 @@ fn each_state_is_the_first_rule_that_holds() {
     }
     let failed = work("h", &[(APPLIED, f, 2)]);
     assert_eq!(state(Some(&failed), "h").1, "Applied says False");
+    let repaired = work("h", &[(APPLIED, t, 2), (AVAILABLE, t, 2), (REPAIRED, t, 2)]);
+    assert_eq!(state(Some(&repaired), "h").1, "Repaired says True");
+}
+
+/// A spoke's condition message is quoted in its row, never at more than 4 KiB.
+#[test]
+fn a_spokes_long_message_is_cut_in_its_row() {
+    let t = status::TRUE;
+    let mut w = work("h", &[(APPLIED, t, 2), (AVAILABLE, t, 2), (REPAIRED, t, 2)]);
+    let long = "é".repeat(600_000);
+    if let Some(s) = w.status.as_mut() {
+        s.conditions[2].message = long;
+    }
+    let (got, why) = state(Some(&w), "h");
+    assert_eq!(got, State::Modified);
+    assert!(why.len() <= flotilla_api::policy::history::MAX_MESSAGE);
+    assert!(why.ends_with('…'), "{}", &why[why.len() - 10..]);
 }
 
 #[test]
