@@ -9,6 +9,10 @@
 //! numbers stay, so every lease epoch taken afterwards is above every epoch stamped in the
 //! restored records). A failure part-way lists the streams already restored.
 
+mod joins;
+
+pub use joins::{join_revocations, spend_joins};
+
 use crate::backup::stream_names;
 use async_nats::jetstream::{
     self, context::GetStreamError, context::StreamsError, stream::PurgeError,
@@ -175,6 +179,13 @@ pub enum RestoreError {
          server): keys revoked after the backup would work again"
     )]
     Revocations(#[source] flotilla_hub_core::security::revocations::RevocationError),
+    /// Reading the restored clusters' join credentials failed (every stream is restored).
+    #[error(
+        "every stream is restored, but reading the restored clusters' join credentials failed: \
+         {0} — do not start a hub until they are revoked (run restore again into an empty \
+         server): a join credential spent after the backup would bind its cluster again"
+    )]
+    Joins(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A stream failed after others were restored.
     #[error(
         "{source}\nRestored before it: {} — delete them (`nats stream rm NAME`) and run restore \

@@ -43,6 +43,14 @@ impl Restore {
             let replicas = self.replicas.map(|n| n as usize);
             let restored = r::restore(&client, &checked, replicas).await?;
             let mut text = r::summary(&checked, &restored);
+            let joins = r::spend_joins(&client, &checked, replicas).await?;
+            if joins > 0 {
+                text.push_str(&format!(
+                    "\n{joins} join credential(s) unspent in the backup are revoked: one spent \
+                     since must not bind its cluster again (mint new ones with flotilla join for \
+                     sites that had not joined)."
+                ));
+            }
             if !self.revocations.is_empty() {
                 let written = r::put_revocations(&client, &checked, replicas, &revocations).await?;
                 text.push_str(&format!(

@@ -166,12 +166,11 @@ async fn fleet(url: &str, tmp: &Path) -> flotilla_sim::Fleet {
     flotilla_sim::Fleet::start(&config).await.unwrap()
 }
 
+/// (cluster, name) → uid of each work applied so far, in order.
+type Applied = Arc<Mutex<Vec<((String, String), String)>>>;
+
 /// Applies each work in turn, recording (cluster, name) → uid as each is stored.
-async fn apply_all(
-    channel: Channel,
-    order: Vec<(String, String)>,
-    applied: Arc<Mutex<Vec<((String, String), String)>>>,
-) {
+async fn apply_all(channel: Channel, order: Vec<(String, String)>, applied: Applied) {
     let mut api = WorkServiceClient::new(channel);
     for (cluster, name) in order {
         let stored = api

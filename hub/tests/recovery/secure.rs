@@ -8,7 +8,8 @@
 //! Kubernetes Secret holds it, which knows no revocation). The agents come back on the
 //! credentials they were issued, without joining again; the works applied after the backup
 //! are orphans, withheld; the credential revoked after the backup, accepted by the fresh
-//! server before any hub ran, is refused once the restored hub runs.
+//! server before any hub ran, is refused once the restored hub runs, and so is a join
+//! credential the backup holds unspent (`restore` treats every one as spent).
 
 use super::{HubProcess, SOON, flotilla_hub, path};
 use crate::common::work::{config_map_work, converged_at, wait_work};
@@ -16,7 +17,9 @@ use flotilla_agent::credentials::CLUSTER_CREDS;
 use flotilla_api::v1::cluster_service_client::ClusterServiceClient;
 use flotilla_api::v1::recovery_service_client::RecoveryServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
-use flotilla_api::v1::{ClusterNamesRequest, ListOrphansRequest, OrphanKind};
+use flotilla_api::v1::{
+    ClusterNamesRequest, CreateJoinTokenRequest, ListOrphansRequest, OrphanKind,
+};
 use flotilla_auth::{InitOptions, SecureDir};
 use flotilla_testkit::{NatsServer, free_port};
 use std::path::{Path, PathBuf};
@@ -64,6 +67,20 @@ async fn in_secure_mode_agents_come_back_on_their_credentials_and_a_credential_r
         converged_at(w, 1)
     })
     .await;
+
+    // A join credential for a site that joins after the backup: spent then, unspent in it.
+    let join = tmp.join("join.creds");
+    let token = clusters
+        .create_join_token(CreateJoinTokenRequest {
+            cluster_name: "site-9".into(),
+            accept: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    std::fs::write(&join, token.creds).unwrap();
+    assert!(connects(&url, &join).await, "the join credential works");
 
     let out = tmp.join("backup");
     let taken = flotilla_hub(&[
@@ -118,13 +135,17 @@ async fn in_secure_mode_agents_come_back_on_their_credentials_and_a_credential_r
     assert!(
         restored
             .stdout
-            .contains("of them were not in the backup and are written back"),
+            .contains("of them were not in the backup and are written back")
+            && restored
+                .stdout
+                .contains("1 join credential(s) unspent in the backup are revoked"),
         "{}",
         restored.stdout
     );
     let hub = HubProcess::start_with(&url, tmp, "restored", &["--secure-dir", &installed_dir]);
     let channel = hub.channel().await;
     eventually_refused(&url, &revoked, "once the restored hub runs").await;
+    eventually_refused(&url, &join, "(the join credential, treated as spent)").await;
 
     let mut clusters = ClusterServiceClient::new(channel.clone());
     for c in ["sim-0001", "sim-0002"] {
