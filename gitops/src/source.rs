@@ -18,7 +18,10 @@ pub use flotilla_api::v1::{GitRepo, GitRepoSpec, GitTarget};
 use flotilla_api::{
     go_duration::GoDuration,
     names::{validate_dns1123_label, validate_dns1123_subdomain},
-    v1::{LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, ObjectMeta},
+    v1::{
+        LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetSpec, ObjectMeta,
+        ReplicaSetHubState,
+    },
 };
 use flotilla_gitfetch::protocol::{FetchRequest, FetchResult, Limits, Want};
 
@@ -350,6 +353,11 @@ pub fn replica_set(r: &GitRepo, bundle: &Rendered, commit: &str) -> ManifestWork
                 "Background"
             }
             .into(),
+        }),
+        // Per-target customizations ride in the set's hub state: the GitRepo writes them.
+        hub: (!bundle.variants.is_empty()).then(|| ReplicaSetHubState {
+            variants: bundle.variants.clone(),
+            ..Default::default()
         }),
         ..Default::default()
     }

@@ -7,6 +7,7 @@
 
 mod plan;
 
+use super::rules::variant::{self, Pick};
 use super::rules::{self, REPLICASET_LABEL};
 use super::{Deps, ReplicaSetInventory};
 use crate::keys::ObjectRef;
@@ -42,6 +43,9 @@ struct Actor {
     /// The works' owner label (`<namespace>.<name>`), computed once: it is compared with every
     /// work change the hub broadcasts.
     owner: String,
+    /// With per-target variants: each decided cluster's decision group and pick at the last
+    /// reconcile (a cluster change that moves a pick reconciles at once).
+    picked: BTreeMap<String, (String, Pick)>,
 }
 
 /// Starts the actor of `rs`.
@@ -60,6 +64,7 @@ pub fn spawn(
         bucket,
         views,
         owner: rules::owner_label(&namespace, &name),
+        picked: BTreeMap::new(),
     };
     let span = tracing::info_span!("replicaset", namespace = %namespace, name = %name);
     tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
@@ -76,6 +81,7 @@ impl Actor {
         let (namespace, _) = name_of(&self.rs);
         let mut placements = self.deps.placements.subscribe();
         let mut works = self.deps.works.subscribe();
+        let mut clusters = self.deps.inventory.subscribe();
         let mut next = Some(tokio::time::Instant::now());
         loop {
             let wake = next.unwrap_or_else(|| tokio::time::Instant::now() + RESYNC);
@@ -110,6 +116,17 @@ impl Actor {
                         next = Some(soon().min(next.unwrap_or_else(soon)));
                     }
                 }
+                change = clusters.recv() => {
+                    // A label change can move a cluster to another per-target variant.
+                    let relevant = !variant::variants(&self.rs).is_empty()
+                        && match &change {
+                            Ok(c) => self.moved(&c.key, &c.object),
+                            Err(_) => true,
+                        };
+                    if relevant {
+                        next = Some(soon().min(next.unwrap_or_else(soon)));
+                    }
+                }
                 () = tokio::time::sleep_until(wake) => {
                     next = self
                         .reconcile()
@@ -118,6 +135,20 @@ impl Actor {
                 }
             }
         }
+    }
+
+    /// Whether a label change moved a decided cluster to another per-target variant.
+    fn moved(&self, cluster: &str, mc: &flotilla_api::v1::ManagedCluster) -> bool {
+        let Some((group, was)) = self.picked.get(cluster) else {
+            return false;
+        };
+        let labels = mc.metadata.as_ref().map(|m| &m.labels);
+        let f = variant::Facts {
+            name: cluster,
+            labels,
+            group,
+        };
+        variant::pick(variant::variants(&self.rs), &f) != *was
     }
 
     fn refs(&self) -> impl Iterator<Item = &str> {
@@ -159,9 +190,31 @@ impl Actor {
                 })
             })
             .collect();
-        let mut plan = plan::plan(&self.rs, &hash, &works, &placements, SystemTime::now());
+        let decided: Vec<(String, flotilla_rollout::GroupKey)> = placements
+            .iter()
+            .flatten()
+            .flat_map(|d| d.clusters.iter().cloned())
+            .collect();
+        let picks = picks(&self.rs, &self.deps, &decided);
+        self.picked = decided
+            .iter()
+            .filter_map(|(c, g)| Some((c.clone(), (g.name.clone(), *picks.get(c)?))))
+            .collect();
+        let mut plan = plan::plan(
+            &self.rs,
+            &hash,
+            &picks,
+            &works,
+            &placements,
+            SystemTime::now(),
+        );
         for (cluster, placement) in &plan.start {
-            let work = rules::work_for(&self.rs, cluster, placement, &hash);
+            let pick = picks.get(cluster).copied().unwrap_or(Pick::Base);
+            let wanted = variant::hash(&self.rs, &hash, pick).unwrap_or(&hash);
+            let mut work = rules::work_for(&self.rs, cluster, placement, wanted);
+            if let Some(template) = variant::template(&self.rs, pick) {
+                work.spec = Some(template.clone());
+            }
             let applied = match self.deps.clusters.get_or_spawn(cluster) {
                 Ok(handle) => handle.apply_work(work).await,
                 Err(e) => Err(e),
@@ -227,6 +280,24 @@ impl Actor {
             }
         }
     }
+}
+
+/// Each decided cluster's per-target pick (`decided`: over the placements, in order; the first
+/// decision of a cluster counts), from the cluster inventory's labels; empty without variants.
+pub(super) fn picks(
+    rs: &ManifestWorkReplicaSet,
+    deps: &Deps,
+    decided: &[(String, flotilla_rollout::GroupKey)],
+) -> BTreeMap<String, Pick> {
+    variant::picks(
+        rs,
+        decided.iter().map(|(c, g)| (c.as_str(), g.name.as_str())),
+        |c| {
+            deps.inventory
+                .get(c)
+                .map(|mc| std::sync::Arc::new(mc.metadata.clone().unwrap_or_default().labels))
+        },
+    )
 }
 
 /// The works of the replica set whose owner label is `owner`, by cluster.

@@ -43,6 +43,7 @@ impl Recipe for ReplicaSetFamily {
             clusters: cx.deps().clusters.clone(),
             works: cx.deps().works.clone(),
             placements: cx.need::<Placements>()?,
+            inventory: cx.deps().inventory.clone(),
         };
         let replicasets = ReplicaSets::start(cx.open(BUCKET).await?, deps)
             .await

@@ -69,6 +69,8 @@ pub struct Deps {
     pub works: WorkInventory,
     /// Placements and their decisions.
     pub placements: Placements,
+    /// Every cluster (labels: which per-target variant a cluster gets).
+    pub inventory: crate::inventory::ClusterInventory,
 }
 
 struct Inner {
@@ -180,6 +182,10 @@ impl ReplicaSets {
                 if template(old) != new_template {
                     hub.previous_template = template(old);
                 }
+                if matches!(writer, Writer::GitRepo(_)) {
+                    // Per-target variants are the GitRepo's to write (a user's --force keeps them).
+                    hub.variants = rs.hub.take().map(|h| h.variants).unwrap_or_default();
+                }
                 rs.hub = Some(hub);
             }
             None => {
@@ -283,15 +289,20 @@ impl ReplicaSets {
         let rs = self.get(namespace, name)?;
         let owner = rules::owner_label(namespace, name);
         let works = actor::works_of(&self.inner.deps.works, &owner);
-        let decided: Vec<String> = rs
+        let decided: Vec<(String, flotilla_rollout::GroupKey)> = rs
             .spec
             .iter()
             .flat_map(|s| &s.placement_refs)
             .filter_map(|p| self.inner.deps.placements.get(namespace, &p.name))
-            .flat_map(|view| view.decided_by_group().into_iter().map(|(c, _)| c))
+            .flat_map(|view| view.decided_by_group())
             .collect();
         let hash = rules::template_hash(&rs);
-        Some(rules::state::rows(&decided, &works, &hash))
+        let picks = actor::picks(&rs, &self.inner.deps, &decided);
+        let names: Vec<String> = decided.into_iter().map(|(c, _)| c).collect();
+        Some(rules::state::rows_by(&names, &works, |c| {
+            let pick = picks.get(c).copied().unwrap_or(rules::variant::Pick::Base);
+            rules::variant::hash(&rs, &hash, pick).map(str::to_owned)
+        }))
     }
 
     /// Replica sets of a namespace (every namespace when empty).

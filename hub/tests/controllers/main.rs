@@ -13,6 +13,7 @@ mod dashboard_fixture;
 mod addon_documents;
 mod addons;
 mod gitops;
+mod gitops_customize;
 mod gitops_dashboard;
 mod gitops_groups;
 mod gitops_https;

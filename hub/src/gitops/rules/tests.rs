@@ -33,6 +33,7 @@ fn bundle(name: &str, content: &str) -> Rendered {
         labels: Default::default(),
         spec: ManifestWorkSpec::default(),
         content: content.into(),
+        variants: Vec::new(),
     }
 }
 

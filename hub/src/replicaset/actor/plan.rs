@@ -5,6 +5,7 @@
 //! applies and deletes works, and writes the status.
 
 use super::super::rules;
+use super::super::rules::variant::{self, Pick};
 use super::{COND_MANIFESTWORK_APPLIED, COND_PLACEMENT_ROLLED_OUT, COND_PLACEMENT_VERIFIED};
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{
@@ -57,12 +58,14 @@ fn paused(rs: &ManifestWorkReplicaSet) -> bool {
     rs.hub.as_ref().is_some_and(|h| h.paused)
 }
 
-/// Decides a reconcile of `rs` at `now`. `hash`: its template's; `works`: its works by
-/// cluster; `placements`: what each of `spec.placementRefs` decides, in order (`None`: the
-/// placement does not exist).
+/// Decides a reconcile of `rs` at `now`. `hash`: its template's; `picks`: the template each
+/// decided cluster wants when the set has per-target variants (absent: the template);
+/// `works`: its works by cluster; `placements`: what each of `spec.placementRefs` decides, in
+/// order (`None`: the placement does not exist).
 pub fn plan(
     rs: &ManifestWorkReplicaSet,
     hash: &str,
+    picks: &BTreeMap<String, Pick>,
     works: &BTreeMap<String, Arc<ManifestWork>>,
     placements: &[Option<Decided>],
     now: SystemTime,
@@ -70,6 +73,7 @@ pub fn plan(
     let mut p = Planner {
         rs,
         hash,
+        picks,
         works,
         now,
         plan: Plan {
@@ -96,6 +100,7 @@ pub fn plan(
 struct Planner<'a> {
     rs: &'a ManifestWorkReplicaSet,
     hash: &'a str,
+    picks: &'a BTreeMap<String, Pick>,
     works: &'a BTreeMap<String, Arc<ManifestWork>>,
     now: SystemTime,
     plan: Plan,
@@ -135,12 +140,18 @@ impl Planner<'_> {
             }
         };
         let mut clusters = Vec::new();
+        let mut hashes = BTreeMap::new();
         for (c, group) in &decided.clusters {
             if self.wanted.contains_key(c) {
                 continue; // an earlier placement already covers it
             }
+            let pick = self.picks.get(c).copied().unwrap_or(Pick::Base);
+            let Some(hash) = variant::hash(self.rs, self.hash, pick) else {
+                continue; // a customization deploys nothing there: its work goes
+            };
             self.wanted.insert(c.clone(), pref.name.clone());
-            let (status, since) = rules::status_of(self.works.get(c).map(|w| &**w), self.hash);
+            hashes.insert(c.as_str(), hash);
+            let (status, since) = rules::status_of(self.works.get(c).map(|w| &**w), hash);
             clusters.push(Cluster {
                 name: c.clone(),
                 group: group.clone(),
@@ -162,11 +173,13 @@ impl Planner<'_> {
         let placement_works = clusters
             .iter()
             .filter_map(|c| self.works.get(&c.name).map(|w| &**w));
-        let states = rules::state::count(
-            clusters
-                .iter()
-                .map(|c| rules::state::state(self.works.get(&c.name).map(|w| &**w), self.hash).0),
-        );
+        let states = rules::state::count(clusters.iter().map(|c| {
+            rules::state::state(
+                self.works.get(&c.name).map(|w| &**w),
+                hashes[c.name.as_str()],
+            )
+            .0
+        }));
         plan.summaries.push(PlacementSummary {
             name: pref.name.clone(),
             summary: Some(rules::summary(placement_works)),

@@ -1,7 +1,8 @@
 //! Pure rules of ManifestWorkReplicaSets: validation naming every field, the per-cluster work a
 //! replica set wants, where a cluster's work stands against the current template (the rollout's
 //! input), and the status summary; [`owner`]: who may write a replica set a GitRepo writes;
-//! [`state`]: each decided cluster's state, Rancher Fleet's.
+//! [`state`]: each decided cluster's state, Rancher Fleet's; [`variant`]: which per-target
+//! customization's template a cluster wants.
 
 use flotilla_api::meta;
 use flotilla_api::v1::{
@@ -15,6 +16,7 @@ use std::time::SystemTime;
 
 pub mod owner;
 pub mod state;
+pub mod variant;
 
 pub use flotilla_api::meta::REPLICASET_LABEL;
 /// Label naming the placement that put a work on its cluster.

@@ -228,24 +228,34 @@ pub fn rows(
     works: &BTreeMap<String, Arc<ManifestWork>>,
     hash: &str,
 ) -> Vec<Row> {
+    rows_by(decided, works, |_| Some(hash.to_owned()))
+}
+
+/// [`rows`] with each cluster's own template hash (per-target variants); a cluster whose hash is
+/// `None` gets no work by design and has no row.
+pub fn rows_by(
+    decided: &[String],
+    works: &BTreeMap<String, Arc<ManifestWork>>,
+    hash: impl Fn(&str) -> Option<String>,
+) -> Vec<Row> {
     let mut seen = std::collections::BTreeSet::new();
     decided
         .iter()
         .filter(|c| seen.insert(c.as_str()))
-        .map(|c| {
+        .filter_map(|c| {
             let work = works.get(c).map(|w| &**w);
-            let (state, message) = state(work, hash);
+            let (state, message) = state(work, &hash(c)?);
             let commit = work
                 .and_then(|w| w.metadata.as_ref())
                 .and_then(|m| m.annotations.get(COMMIT_ANNOTATION))
                 .cloned()
                 .unwrap_or_default();
-            Row {
+            Some(Row {
                 cluster: c.clone(),
                 state,
                 commit,
                 message,
-            }
+            })
         })
         .collect()
 }

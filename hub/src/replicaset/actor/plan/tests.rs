@@ -87,7 +87,14 @@ fn decide(
     w: &BTreeMap<String, Arc<ManifestWork>>,
     p: &[Option<Decided>],
 ) -> Plan {
-    plan(r, &rules::template_hash(r), w, p, SystemTime::UNIX_EPOCH)
+    plan(
+        r,
+        &rules::template_hash(r),
+        &BTreeMap::new(),
+        w,
+        p,
+        SystemTime::UNIX_EPOCH,
+    )
 }
 
 #[test]
