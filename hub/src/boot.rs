@@ -199,6 +199,9 @@ pub(crate) async fn serve(
         shutdown.clone(),
     ));
     tasks.push(poll_stream_fill(metrics, units, shutdown));
+    let credentials = crate::expiry::sources(config);
+    crate::expiry::check_at_start(&credentials, flotilla_auth::setup::unix_now());
+    metrics.register_collector(Box::new(crate::expiry::ExpiryMetrics(credentials)));
     tracing::info!(grpc = %listeners.grpc_addr, metrics = %listeners.metrics_addr, nats = %config.nats.url, "hub started");
     Ok(cluster_proxy)
 }

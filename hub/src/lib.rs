@@ -9,6 +9,7 @@
 //! - `boot` (private): the steps of [`start`], one concern each — listeners, store, state and
 //!   views, the spokes' subscriptions, the API, shard leases, servers.
 //! - [`starting`]: what a starting hub's metrics address answers while the start waits.
+//! - [`expiry`]: when the hub's own certificates and NATS credentials expire (a gauge).
 //! - [`store`]: typed JetStream KV buckets; calls ride through elections, records that do not
 //!   decode are quarantined.
 //! - [`doctor`]: `flotilla-hub doctor` — the stored records that do not decode, and their
@@ -110,6 +111,7 @@ pub mod clusterset;
 pub mod controllers;
 pub mod dashboard;
 pub mod doctor;
+pub mod expiry;
 pub mod gitops;
 pub mod grpc;
 pub mod hosts;
