@@ -343,6 +343,7 @@ fn the_install_validates_is_wired_and_its_nats_and_hub_configuration_load() {
             &[
                 "--dashboard",
                 "--cluster-proxy",
+                "--webhooks",
                 "--hubs",
                 "3",
                 "--backup-schedule",
@@ -366,7 +367,7 @@ fn the_install_validates_is_wired_and_its_nats_and_hub_configuration_load() {
         *m.entry(d["kind"].as_str().unwrap()).or_default() += 1;
         m
     });
-    assert_eq!(kinds["Service"], 7, "{kinds:?}");
+    assert_eq!(kinds["Service"], 8, "{kinds:?}");
     assert_eq!(kinds["NetworkPolicy"], 3);
     assert_eq!(kinds["PodDisruptionBudget"], 2);
     assert_eq!((kinds["CronJob"], kinds["PersistentVolumeClaim"]), (1, 1));

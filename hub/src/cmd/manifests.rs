@@ -54,6 +54,9 @@ pub struct Manifests {
     /// Serve the cluster proxy (Service flotilla-cluster-proxy, port 8443).
     #[arg(long)]
     cluster_proxy: bool,
+    /// Serve GitRepo push webhooks (Service flotilla-webhooks, port 8090; docs/gitops.md).
+    #[arg(long)]
+    webhooks: bool,
     /// Leave out the prometheus-operator objects (ServiceMonitor, PrometheusRule).
     #[arg(long)]
     no_prometheus_operator: bool,
@@ -85,6 +88,7 @@ impl Manifests {
             external: self.nats_external,
             dashboard: self.dashboard,
             cluster_proxy: self.cluster_proxy,
+            webhooks: self.webhooks,
             prometheus_operator: !self.no_prometheus_operator,
             monitoring_namespace: self.monitoring_namespace.clone(),
             backup: self

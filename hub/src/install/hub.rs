@@ -21,6 +21,8 @@ pub const METRICS_PORT: u16 = 9464;
 pub const DASHBOARD_PORT: u16 = 8080;
 /// The cluster proxy's port.
 pub const PROXY_PORT: u16 = 8443;
+/// The GitRepo push webhooks' port.
+pub const WEBHOOK_PORT: u16 = 8090;
 /// The image's user (the Dockerfile's `flotilla`).
 const UID: i64 = 10001;
 /// Where the init container reads the Secret and ConfigMap.
@@ -72,6 +74,9 @@ pub fn objects(plan: &Plan, files: &SecureFiles) -> Vec<Value> {
     if plan.cluster_proxy {
         objects.push(service("flotilla-cluster-proxy", "proxy", PROXY_PORT));
     }
+    if plan.webhooks {
+        objects.push(service("flotilla-webhooks", "webhooks", WEBHOOK_PORT));
+    }
     objects.push(deployment(plan, files));
     objects.push(json!({
         "apiVersion": "policy/v1",
@@ -117,6 +122,12 @@ fn args(plan: &Plan, files: &SecureFiles) -> Vec<String> {
         args.extend([
             "--cluster-proxy-listen".into(),
             format!("0.0.0.0:{PROXY_PORT}"),
+        ]);
+    }
+    if plan.webhooks {
+        args.extend([
+            "--gitops-webhook-listen".into(),
+            format!("0.0.0.0:{WEBHOOK_PORT}"),
         ]);
     }
     args
@@ -218,6 +229,9 @@ fn deployment(plan: &Plan, files: &SecureFiles) -> Value {
     }
     if plan.cluster_proxy {
         ports.push(json!({ "name": "proxy", "containerPort": PROXY_PORT }));
+    }
+    if plan.webhooks {
+        ports.push(json!({ "name": "webhooks", "containerPort": WEBHOOK_PORT }));
     }
     json!({
         "apiVersion": "apps/v1",

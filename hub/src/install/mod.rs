@@ -70,6 +70,8 @@ pub struct Plan {
     pub dashboard: bool,
     /// Serve the cluster proxy (port 8443).
     pub cluster_proxy: bool,
+    /// Serve GitRepo push webhooks (port 8090).
+    pub webhooks: bool,
     /// Render the prometheus-operator objects (ServiceMonitor, PrometheusRule).
     pub prometheus_operator: bool,
     /// The namespace Prometheus scrapes from (the only one let in to the metrics ports).
@@ -91,6 +93,7 @@ impl Default for Plan {
             external: External::Loadbalancer,
             dashboard: false,
             cluster_proxy: false,
+            webhooks: false,
             prometheus_operator: true,
             monitoring_namespace: "monitoring".into(),
             backup: None,

@@ -1,8 +1,9 @@
 //! NetworkPolicies: nothing comes into the namespace unless let in. Agents and hubs reach NATS'
 //! client port from anywhere (TLS and NATS credentials guard it); only NATS pods reach the
 //! route port, so a pod elsewhere cannot join the cluster and read every stream; the API,
-//! dashboard and proxy ports are open (tokens and TLS guard them); the metrics and NATS
-//! monitoring ports only from the monitoring namespace.
+//! dashboard and proxy ports are open (tokens and TLS guard them), and the webhook port (each
+//! webhook's signature guards it); the metrics and NATS monitoring ports only from the
+//! monitoring namespace.
 
 use super::nats::{CLIENT_PORT, CLUSTER_PORT, MONITOR_PORT};
 use super::{Plan, hub, labels, metadata, nats};
@@ -32,6 +33,9 @@ pub fn objects(plan: &Plan) -> Vec<Value> {
     }
     if plan.cluster_proxy {
         hub_ports.push(hub::PROXY_PORT);
+    }
+    if plan.webhooks {
+        hub_ports.push(hub::WEBHOOK_PORT);
     }
     let open: Vec<Value> = hub_ports
         .iter()

@@ -64,6 +64,7 @@ fn offline_keys_are_never_rendered_and_config_maps_hold_no_secret() {
     let plan = Plan {
         dashboard: true,
         cluster_proxy: true,
+        webhooks: true,
         ..Plan::default()
     };
     let objects = render(&plan, &files).unwrap();
