@@ -16,6 +16,7 @@ mod gitops;
 mod gitops_customize;
 mod gitops_dashboard;
 mod gitops_groups;
+mod gitops_hostile;
 mod gitops_https;
 mod gitops_webhook;
 mod import_policy;
