@@ -18,10 +18,7 @@ use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::git_repo_service_client::GitRepoServiceClient;
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::work_service_client::WorkServiceClient;
-use flotilla_api::v1::{
-    GetGitRepoRequest, GitRepo, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta,
-    WatchWorksRequest,
-};
+use flotilla_api::v1::{GetGitRepoRequest, GitRepo, WatchWorksRequest};
 use flotilla_hub::replicaset::rules::COMMIT_ANNOTATION;
 use flotilla_testkit::git::Repo;
 use std::collections::HashMap;
@@ -106,20 +103,7 @@ fn gitrepo(url: &str) -> Result<GitRepo> {
 }
 
 async fn setup(channel: &Channel) -> Result<()> {
-    flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient::new(channel.clone())
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: "default".into(),
-                namespace: NAMESPACE.into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: "default".into(),
-            }),
-            status: None,
-        })
-        .await
-        .context("binding the default set")?;
+    super::bind_default_set(channel, NAMESPACE).await?;
     let text = "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\n\
                 metadata: {name: all, namespace: default}\nspec: {clusterSets: [default]}\n";
     let Ok(Document::Placement(p)) = parse_documents(text).remove(0) else {

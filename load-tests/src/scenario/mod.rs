@@ -242,6 +242,26 @@ impl Run {
     }
 }
 
+/// Binds the default cluster set to `namespace` (what a Placement there needs to choose from
+/// it).
+pub async fn bind_default_set(channel: &Channel, namespace: &str) -> Result<()> {
+    flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient::new(channel.clone())
+        .apply_binding(flotilla_api::v1::ManagedClusterSetBinding {
+            metadata: Some(flotilla_api::v1::ObjectMeta {
+                name: "default".into(),
+                namespace: namespace.into(),
+                ..Default::default()
+            }),
+            spec: Some(flotilla_api::v1::ManagedClusterSetBindingSpec {
+                cluster_set: "default".into(),
+            }),
+            status: None,
+        })
+        .await
+        .context("binding the default set")?;
+    Ok(())
+}
+
 /// Applies load works with bounded concurrency.
 #[derive(Clone)]
 pub struct Applier {

@@ -17,9 +17,7 @@ use anyhow::{Context, Result, bail};
 use flotilla_api::ocm::{Document, parse_documents};
 use flotilla_api::v1::placement_service_client::PlacementServiceClient;
 use flotilla_api::v1::policy_service_client::PolicyServiceClient;
-use flotilla_api::v1::{
-    GetPolicyRequest, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Policy,
-};
+use flotilla_api::v1::{GetPolicyRequest, ObjectMeta, Policy};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
@@ -115,20 +113,7 @@ fn policy(remediation: &str, templated: bool) -> Result<Policy> {
 }
 
 async fn setup(channel: &Channel) -> Result<()> {
-    flotilla_api::v1::cluster_set_service_client::ClusterSetServiceClient::new(channel.clone())
-        .apply_binding(ManagedClusterSetBinding {
-            metadata: Some(ObjectMeta {
-                name: "default".into(),
-                namespace: NAMESPACE.into(),
-                ..Default::default()
-            }),
-            spec: Some(ManagedClusterSetBindingSpec {
-                cluster_set: "default".into(),
-            }),
-            status: None,
-        })
-        .await
-        .context("binding the default set")?;
+    super::bind_default_set(channel, NAMESPACE).await?;
     for d in parse_documents(SETUP) {
         match d.context("the setup fixture")? {
             Document::Placement(p) => {

@@ -214,23 +214,42 @@ pub(super) async fn placements_page(State(d): D, viewer: Viewer) -> Response {
     page(StatusCode::OK, "Placements", Nav::Placements, &viewer, body)
 }
 
+/// The controllers' `kind` `namespace/name`, as `find` reads it: 503 on a hub not holding the
+/// controllers, 403 when `viewer` may not read the namespace (audited), 404 when there is none.
+fn namespaced<T>(
+    d: &super::Deps,
+    viewer: &Viewer,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    find: impl FnOnce(&crate::controller::Controllers) -> Option<T>,
+) -> Result<T, Box<Response>> {
+    let Some(ctl) = d.units.controllers() else {
+        return Err(Box::new(not_here(viewer)));
+    };
+    let action = format!("view {kind} {namespace}/{name}");
+    if let Some(refused) = refused_read(viewer, Target::Namespace { name: namespace }, &action) {
+        return Err(Box::new(refused));
+    }
+    find(&ctl).ok_or_else(|| {
+        let why = format!("No {kind} {namespace}/{name}.");
+        Box::new(problem(StatusCode::NOT_FOUND, Some(viewer), &why))
+    })
+}
+
 /// `GET /placements/<namespace>/<name>`: the placement and the scheduler's reasons.
 pub(super) async fn placement_page(
     State(d): D,
     Segments([namespace, name]): Segments<2>,
     viewer: Viewer,
 ) -> Response {
-    let Some(ctl) = d.units.controllers() else {
-        return not_here(&viewer);
-    };
-    let action = format!("view Placement {namespace}/{name}");
-    if let Some(refused) = refused_read(&viewer, Target::Namespace { name: &namespace }, &action) {
-        return refused;
-    }
-    let placements = ctl.get::<crate::placement::Placements>();
-    let Some(view) = placements.get(&namespace, &name) else {
-        let why = format!("No Placement {namespace}/{name}.");
-        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    let found = namespaced(&d, &viewer, "Placement", &namespace, &name, |ctl| {
+        let placements = ctl.get::<crate::placement::Placements>();
+        Some((placements.get(&namespace, &name)?, placements))
+    });
+    let (view, placements) = match found {
+        Ok(found) => found,
+        Err(refused) => return *refused,
     };
     let debug = placements.debug(&namespace, &name).await;
     let debug = debug.map_err(|e| e.to_string());
@@ -275,19 +294,14 @@ pub(super) async fn rollout_page(
     viewer: Viewer,
     q: Params,
 ) -> Response {
-    let Some(ctl) = d.units.controllers() else {
-        return not_here(&viewer);
-    };
-    let action = format!("view ManifestWorkReplicaSet {namespace}/{name}");
-    if let Some(refused) = refused_read(&viewer, Target::Namespace { name: &namespace }, &action) {
-        return refused;
-    }
-    let Some(rs) = ctl
-        .get::<crate::replicaset::ReplicaSets>()
-        .get(&namespace, &name)
-    else {
-        let why = format!("No ManifestWorkReplicaSet {namespace}/{name}.");
-        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    let kind = "ManifestWorkReplicaSet";
+    let found = namespaced(&d, &viewer, kind, &namespace, &name, |ctl| {
+        ctl.get::<crate::replicaset::ReplicaSets>()
+            .get(&namespace, &name)
+    });
+    let rs = match found {
+        Ok(rs) => rs,
+        Err(refused) => return *refused,
     };
     let notice = q
         .get("done")
@@ -342,17 +356,13 @@ pub(super) async fn gitrepo_page(
     viewer: Viewer,
     q: Params,
 ) -> Response {
-    let Some(ctl) = d.units.controllers() else {
-        return not_here(&viewer);
-    };
-    let action = format!("view GitRepo {namespace}/{name}");
-    if let Some(refused) = refused_read(&viewer, Target::Namespace { name: &namespace }, &action) {
-        return refused;
-    }
-    let repos = ctl.get::<crate::gitops::GitRepos>();
-    let Some(repo) = repos.get(&namespace, &name) else {
-        let why = format!("No GitRepo {namespace}/{name}.");
-        return problem(StatusCode::NOT_FOUND, Some(&viewer), &why);
+    let found = namespaced(&d, &viewer, "GitRepo", &namespace, &name, |ctl| {
+        let repos = ctl.get::<crate::gitops::GitRepos>();
+        Some((repos.get(&namespace, &name)?, repos))
+    });
+    let (repo, repos) = match found {
+        Ok(found) => found,
+        Err(refused) => return *refused,
     };
     let state = q.get("state").unwrap_or_default();
     let (mut rows, truncated) = match repos.clusters(&namespace, &name, state) {
