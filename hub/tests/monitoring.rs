@@ -82,6 +82,17 @@ async fn every_metric_a_dashboard_or_rule_names_is_exported_by_a_hub_or_an_agent
                 "{}: no datasource variable",
                 file.display()
             );
+            for panel in doc["panels"].as_array().into_iter().flatten() {
+                let optional = panel["flotilla"]["optional"] == true;
+                let exprs = panel["targets"].to_string();
+                assert!(
+                    optional || !exprs.contains("gnatsd_"),
+                    "{}: panel {} names nats-server exporter metrics but is not marked \
+                     {{\"flotilla\": {{\"optional\": true}}}}",
+                    file.display(),
+                    panel["title"]
+                );
+            }
         }
         for name in named(&text) {
             assert!(

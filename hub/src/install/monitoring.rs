@@ -19,6 +19,10 @@ pub const DASHBOARDS: &[(&str, &str)] = &[
         "agent.json",
         include_str!("../../../deploy/grafana/agent.json"),
     ),
+    (
+        "jetstream.json",
+        include_str!("../../../deploy/grafana/jetstream.json"),
+    ),
 ];
 
 /// The dashboards' ConfigMap.
