@@ -73,11 +73,11 @@ fn data(key: &str, value: &str) -> Option<BTreeMap<String, Vec<u8>>> {
     Some([(key.to_owned(), value.as_bytes().to_vec())].into())
 }
 
-/// Reads `d` and decides it over GitRepos (key, spec, secret data), matching as the hub does.
-fn run(
-    d: &Delivery,
-    repos: &[(ObjectRef, GitRepoSpec, Option<BTreeMap<String, Vec<u8>>>)],
-) -> (Answer, Vec<ObjectRef>) {
+/// A GitRepo as the decision sees it: key, spec, its webhook Secret's data.
+type Repo = (ObjectRef, GitRepoSpec, Option<BTreeMap<String, Vec<u8>>>);
+
+/// Reads `d` and decides it over GitRepos, matching as the hub does.
+fn run(d: &Delivery, repos: &[Repo]) -> (Answer, Vec<ObjectRef>) {
     let r = match read(d) {
         Ok(r) => r,
         Err(a) => return (a, Vec::new()),
@@ -94,7 +94,7 @@ fn run(
     decide(d, &r, &candidates)
 }
 
-fn shop() -> Vec<(ObjectRef, GitRepoSpec, Option<BTreeMap<String, Vec<u8>>>)> {
+fn shop() -> Vec<Repo> {
     vec![
         (
             ObjectRef::new("edge", "shop"),
