@@ -93,17 +93,7 @@ async fn main() -> Result<()> {
 
 /// The distribution's nats-server on a free port, its store under `dir`.
 fn server(dir: &Path) -> NatsServer {
-    let port = free_port();
-    let config = dir.join("nats-server.conf");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?} }}\n",
-            dir.join("js").display().to_string()
-        ),
-    )
-    .expect("writing the server's configuration");
-    NatsServer::start_from_config_with(nats_server_debian_binary(), config, port)
+    common::stores::jetstream_server(&nats_server_debian_binary(), dir, free_port())
 }
 
 /// Three accepted clusters (no agents), three works, the example policy.

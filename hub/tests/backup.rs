@@ -312,7 +312,7 @@ async fn refuses_damaged_backups(label: &str, good: &Path, tmp: &Path, target: &
     ];
     for (i, (what, damage, says)) in cases.into_iter().enumerate() {
         let copy = tmp.join(format!("damaged-{i}"));
-        copy_dir(good, &copy);
+        common::stores::copy_dir(good, &copy);
         damage(&copy);
         let run = flotilla_hub(&[
             "--nats-url",
@@ -482,17 +482,7 @@ fn server_at(dir: &Path, port: u16) -> NatsServer {
 }
 
 fn server_of(binary: &Path, dir: &Path, port: u16) -> NatsServer {
-    std::fs::create_dir_all(dir).unwrap();
-    let config = dir.join("nats-server.conf");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?} }}\n",
-            dir.join("js").display().to_string()
-        ),
-    )
-    .unwrap();
-    NatsServer::start_from_config_with(binary, config, port)
+    common::stores::jetstream_server(binary, dir, port)
 }
 
 async fn js(server: &NatsServer) -> async_nats::jetstream::Context {
@@ -592,17 +582,4 @@ async fn flotilla_hub(args: &[&str]) -> Ran {
 
 fn path(p: &Path) -> &str {
     p.to_str().expect("a UTF-8 temp path")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target: PathBuf = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }

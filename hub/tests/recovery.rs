@@ -557,17 +557,7 @@ async fn value(
 
 /// A JetStream server on `port`, its store under `dir`.
 fn server(dir: &Path, port: u16) -> NatsServer {
-    std::fs::create_dir_all(dir).unwrap();
-    let config = dir.join("nats-server.conf");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?} }}\n",
-            dir.join("js").display().to_string()
-        ),
-    )
-    .unwrap();
-    NatsServer::start_from_config_with(nats_server_binary(), config, port)
+    common::stores::jetstream_server(&nats_server_binary(), dir, port)
 }
 
 /// A `flotilla-hub` process serving on free ports, accepting new clusters.

@@ -9,6 +9,7 @@ pub mod hubproc;
 pub mod kubectl;
 pub mod policy;
 pub mod raw_agent;
+pub mod stores;
 pub mod tokens;
 pub mod work;
 

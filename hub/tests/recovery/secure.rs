@@ -43,7 +43,7 @@ async fn in_secure_mode_agents_come_back_on_their_credentials_and_a_credential_r
     .unwrap();
     // What a Kubernetes install's Secret holds: the directory as `init` wrote it.
     let installed = tmp.join("installed");
-    copy_dir(&secure.dir, &installed);
+    crate::common::stores::copy_dir(&secure.dir, &installed);
     let mut source = NatsServer::start_from_config(secure.server_conf.clone(), port);
     let url = source.url();
     let dir = path(&secure.dir).to_string();
@@ -254,17 +254,4 @@ async fn withheld(channel: &tonic::transport::Channel) {
             ),
         ]
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }

@@ -95,18 +95,7 @@ async fn listed(channel: &Channel) -> Objects {
 
 /// A JetStream server of `binary` on a free port, its store under `dir`.
 fn server(binary: &Path, dir: &Path) -> NatsServer {
-    std::fs::create_dir_all(dir).unwrap();
-    let port = free_port();
-    let config = dir.join("nats-server.conf");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?} }}\n",
-            dir.join("js").display().to_string()
-        ),
-    )
-    .unwrap();
-    NatsServer::start_from_config_with(binary, config, port)
+    crate::common::stores::jetstream_server(binary, dir, free_port())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
