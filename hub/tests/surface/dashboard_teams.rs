@@ -390,12 +390,20 @@ async fn a_teams_dashboard_actions_obey_its_grants_and_add_on_pages_show_only_it
                 .body
         }
     };
+    // Both labels in: ben sees a1 through his view on team-a, and b1 as his own set's (the
+    // index may publish one set's move before the other's).
     let deadline = tokio::time::Instant::now() + SOON;
-    while !seen("team-b-sre-token-000002")
-        .await
-        .contains("data-pending=\"a1\"")
-    {
-        assert!(tokio::time::Instant::now() < deadline, "ben never saw a1");
+    loop {
+        let page = seen("team-b-sre-token-000002").await;
+        let both = page.contains("data-pending=\"a1\"")
+            && page.contains("action=\"/clusters/b1/registration\"");
+        if both {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "ben never saw a1 and his own b1: {page}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
