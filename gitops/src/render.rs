@@ -257,12 +257,17 @@ fn collect(
             format!("{} objects; at most {MAX_OBJECTS}", objects.len()),
         ));
     }
+    let mut placed = Vec::with_capacity(objects.len());
     for (file, obj) in &mut objects {
-        if let Err(p) = place(file, obj, options.namespace, options.default_namespace) {
-            problems.push(p);
-        }
+        let p = place(file, obj, options.namespace, options.default_namespace);
+        placed.push(p.is_ok());
+        problems.extend(p.err());
     }
     patch_all(&mut objects, &options.patches, at, &mut problems);
+    if let Some(ns) = options.namespace {
+        let was_placed = objects.iter().zip(placed).filter(|(_, ok)| *ok);
+        problems.extend(was_placed.filter_map(|((file, obj), _)| still_in(file, obj, ns).err()));
+    }
     let mut seen: HashMap<(String, String, String, String), String> = HashMap::new();
     for (file, obj) in &objects {
         if let Err(why) = required(obj) {
@@ -444,6 +449,36 @@ fn required(o: &Value) -> Result<(), &'static str> {
 }
 
 /// Applies the bundle's namespace rules to one object.
+/// After the patches, an object of a bundle whose namespace is forced must still be namespaced
+/// and in it: a patch (from the repository, which is trusted less than the GitRepo) may not move
+/// an object out of the namespace, nor turn it into a cluster-scoped kind.
+fn still_in(file: &str, o: &Value, forced: &str) -> Result<(), Problem> {
+    let api_version = o["apiVersion"].as_str().unwrap_or_default();
+    let kind = o["kind"].as_str().unwrap_or_default();
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    let name = o["metadata"]["name"].as_str().unwrap_or_default();
+    if is_cluster_scoped(group, kind) {
+        return Err(Problem::new(
+            file,
+            format!(
+                "after patches: {kind} {name} is cluster-scoped, and the bundle puts everything \
+                 in namespace {forced}"
+            ),
+        ));
+    }
+    match o["metadata"]["namespace"].as_str() {
+        Some(ns) if ns == forced => Ok(()),
+        other => Err(Problem::new(
+            file,
+            format!(
+                "after patches: {kind} {name} is in namespace {:?}, and the bundle puts \
+                 everything in namespace {forced}",
+                other.unwrap_or_default()
+            ),
+        )),
+    }
+}
+
 fn place(
     file: &str,
     o: &mut Value,

@@ -331,3 +331,49 @@ fn the_bundle_and_its_customizations_together_are_bounded() {
         "{all:#?}"
     );
 }
+
+#[test]
+fn a_patch_may_not_move_an_object_out_of_a_forced_namespace() {
+    let moved = "namespace: shop\npatches:\n- {target: {kind: ConfigMap}, type: merge, patch: {metadata: {namespace: kube-system}}}\n";
+    let problems = render_bundle(moved, &[]).unwrap_err();
+    assert!(
+        problems.iter().any(|p| p.contains(
+            "after patches: ConfigMap web is in namespace \"kube-system\", and the bundle puts everything in namespace shop"
+        )),
+        "{problems:?}"
+    );
+    let scoped = "namespace: shop\npatches:\n- {target: {kind: ConfigMap}, type: json, patch: [{op: replace, path: /kind, value: Namespace}]}\n";
+    let problems = render_bundle(scoped, &[]).unwrap_err();
+    assert!(
+        problems.iter().any(|p| p.contains(
+            "after patches: Namespace web is cluster-scoped, and the bundle puts everything in namespace shop"
+        )),
+        "{problems:?}"
+    );
+    // A customization's patch is held to the GitRepo's targetNamespace too.
+    let custom = "targetCustomizations:\n- name: big\n  clusterName: big-1\n  patches:\n  - {target: {kind: ConfigMap}, type: merge, patch: {metadata: {namespace: other}}}\n";
+    let tree = Fixture::roots(&["apps/web"])
+        .file(FILE, custom)
+        .file("apps/web/cm.yaml", CM)
+        .file("apps/web/dep.yaml", DEP)
+        .tree();
+    let dirs = discover(&tree).unwrap();
+    let forced = Source {
+        target_namespace: Some("apps"),
+        ..SRC
+    };
+    let problems: Vec<String> = render(forced, &tree, &dirs[0])
+        .unwrap_err()
+        .iter()
+        .map(Problem::to_string)
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("ConfigMap web is in namespace \"other\"")),
+        "{problems:?}"
+    );
+    // Without a forced namespace a patch may set one.
+    let free = "patches:\n- {target: {kind: ConfigMap}, type: merge, patch: {metadata: {namespace: elsewhere}}}\n";
+    assert!(render_bundle(free, &[]).is_ok());
+}
