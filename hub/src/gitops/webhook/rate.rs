@@ -1,12 +1,14 @@
-//! Webhooks per source address (pure: the caller's clock): a token bucket each, so one sender
-//! cannot make the hub verify and fetch without end. Bounded: at most [`SOURCES`] addresses are
-//! remembered; past it those whose bucket is full again are forgotten, and if every one is
-//! still busy, all are (each then starts with a full bucket — memory stays bounded whatever
-//! the number of senders).
+//! Webhooks per source (pure: the caller's clock): a token bucket each, so one sender cannot
+//! make the hub verify and fetch without end. A source is an IPv4 address or an IPv6 /64 (one
+//! site's whole prefix: an IPv6 sender has billions of addresses, not billions of prefixes).
+//! Bounded: at most [`SOURCES`] sources are remembered; past it those whose bucket is full again
+//! are forgotten, and while every one is still busy a new source is refused — never all
+//! forgotten, which would hand every sender a full bucket again (a sender rotating addresses
+//! would void the limit).
 
 use flotilla_hub_core::limits::TokenBucket;
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::Instant;
 
 /// Source addresses remembered at most.
@@ -36,6 +38,7 @@ impl Rates {
 
     /// Whether one more webhook from `source` is taken at `now` (and counts it).
     pub fn admit(&mut self, source: IpAddr, now: Instant) -> bool {
+        let source = source_of(source);
         if !self.buckets.contains_key(&source) && self.buckets.len() >= SOURCES {
             let (rate, burst) = (self.rate, self.burst);
             self.buckets.retain(|_, b| {
@@ -43,7 +46,7 @@ impl Rates {
                 b.available(now, rate, burst) < burst as u64
             });
             if self.buckets.len() >= SOURCES {
-                self.buckets.clear();
+                return false;
             }
         }
         let bucket = self
@@ -65,5 +68,20 @@ impl Rates {
     /// Whether none is.
     pub fn is_empty(&self) -> bool {
         self.buckets.is_empty()
+    }
+}
+
+/// The source a bucket is kept for: an IPv4 address (an IPv4-mapped IPv6 one as itself), or an
+/// IPv6 address's /64.
+fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(prefix))
+            }
+        },
     }
 }

@@ -347,3 +347,44 @@ fn each_source_has_its_own_rate_and_the_table_stays_bounded() {
     }
     assert!(rates.len() <= SOURCES, "{}", rates.len());
 }
+
+#[test]
+fn a_sender_rotating_addresses_neither_resets_the_others_nor_escapes_by_ipv6() {
+    let now = Instant::now();
+    let mut rates = Rates::new(10.0, 20.0);
+    let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    assert_eq!((0..25).filter(|_| rates.admit(a, now)).count(), 20);
+    // Every remembered bucket busy: a new source is refused, the old ones are kept.
+    for i in 0..(SOURCES as u32) {
+        rates.admit(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), now);
+    }
+    assert!(!rates.admit(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9)), now));
+    assert!(!rates.admit(a, now), "a's bucket was not handed back full");
+    assert!(rates.len() <= SOURCES);
+    // Once buckets refill they are forgotten and new sources come in.
+    let later = now + Duration::from_secs(5);
+    assert!(rates.admit(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 9)), later));
+
+    // An IPv6 /64 is one source, whatever the address within it; an IPv4-mapped one is v4.
+    let mut rates = Rates::new(10.0, 20.0);
+    let admitted = (0..40u128)
+        .filter(|i| {
+            let ip: std::net::Ipv6Addr = (0x2001_0db8_0000_0001_0000_0000_0000_0000u128 + i).into();
+            rates.admit(IpAddr::V6(ip), now)
+        })
+        .count();
+    assert_eq!(admitted, 20);
+    let other: std::net::Ipv6Addr = 0x2001_0db8_0000_0002_0000_0000_0000_0001u128.into();
+    assert!(
+        rates.admit(IpAddr::V6(other), now),
+        "another /64 has its own"
+    );
+    let mapped = Ipv4Addr::new(198, 51, 100, 7).to_ipv6_mapped();
+    assert_eq!(
+        (0..25)
+            .filter(|_| rates.admit(IpAddr::V6(mapped), now))
+            .count(),
+        20
+    );
+    assert!(!rates.admit(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)), now));
+}
