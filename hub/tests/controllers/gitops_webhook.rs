@@ -290,8 +290,12 @@ async fn a_signed_push_webhook_fetches_within_a_second_on_either_hub_and_a_bad_o
     assert_eq!(status, 400, "{answer}");
     let body = github_push("https://github.com/ops/bank.git", &third);
     let signature = format!("sha256={}", sign(GITHUB_SECRET.as_bytes(), &body));
-    let (status, _) = post(hooks, &github(signature), &body).await;
-    assert_eq!(status, 404);
+    let (status, answer) = post(hooks, &github(signature), &body).await;
+    assert_eq!(
+        status, 401,
+        "unverified: the sender is not told what the fleet follows"
+    );
+    assert!(answer.contains("does not verify"), "{answer}");
 
     assert_eq!(counted(&hub, "github", "triggered"), 1);
     assert_eq!(counted(&hub, "github", "unauthorized"), 1);

@@ -212,7 +212,11 @@ impl crate::webserver::Handler for Webhooks {
         let answer = self.answer(req, peer).await;
         self.metrics.count(&answer);
         if answer.outcome.status() >= 400 {
-            tracing::info!(%peer, provider = answer.provider.map_or("unknown", verify::Provider::name), result = answer.outcome.label(), message = %answer.message, "webhook refused");
+            let provider = answer.provider.map_or("unknown", verify::Provider::name);
+            tracing::info!(%peer, provider, result = answer.outcome.label(), message = %answer.message, "webhook refused");
+            if !answer.detail.is_empty() {
+                tracing::debug!(%peer, provider, detail = %answer.detail, "webhook refused: why");
+            }
         } else {
             tracing::debug!(%peer, result = answer.outcome.label(), message = %answer.message, "webhook answered");
         }

@@ -57,7 +57,10 @@ pub enum Outcome {
     Ping,
     /// Signed with no GitRepo's secret, or unsigned (401).
     Unauthorized,
-    /// No GitRepo follows the repository, or the path names none (404).
+    /// No GitRepo follows the repository, or the path names none: 401 with the same sentence
+    /// as [`Outcome::Unauthorized`], so an unverified sender cannot learn which repositories
+    /// the fleet follows or which GitRepos exist (the metric and the hub's log tell them
+    /// apart).
     UnknownRepo,
     /// Not a push (400).
     WrongEvent,
@@ -116,8 +119,8 @@ impl Outcome {
         match self {
             Outcome::Triggered => 202,
             Outcome::Ignored | Outcome::Ping => 200,
-            Outcome::Unauthorized => 401,
-            Outcome::UnknownRepo | Outcome::NotFound => 404,
+            Outcome::Unauthorized | Outcome::UnknownRepo => 401,
+            Outcome::NotFound => 404,
             Outcome::WrongEvent | Outcome::BadRequest => 400,
             Outcome::TooLarge => 413,
             Outcome::RateLimited => 429,
@@ -136,6 +139,23 @@ pub struct Answer {
     /// A sentence for the sender's delivery log (never a secret; names GitRepos only once
     /// verified).
     pub message: String,
+    /// For the hub's log only, never sent: why an unverified delivery was refused (what it
+    /// named, cut and quoted).
+    pub detail: String,
+}
+
+/// What every unverified delivery is told, whatever the reason.
+pub const UNVERIFIED: &str = "the delivery does not verify with the webhookSecret of a GitRepo \
+                              following its repository";
+
+/// At most this many characters of a sender's text in [`Answer::detail`].
+const DETAIL_CHARS: usize = 200;
+
+/// `text` (a sender's, unverified) cut to [`DETAIL_CHARS`] and quoted: no newline or escape
+/// reaches a log line.
+fn quoted(text: &str) -> String {
+    let cut: String = text.chars().take(DETAIL_CHARS).collect();
+    format!("{cut:?}")
 }
 
 impl Answer {
@@ -145,6 +165,15 @@ impl Answer {
             outcome,
             provider,
             message: message.into(),
+            detail: String::new(),
+        }
+    }
+
+    /// An unverified delivery's answer: [`UNVERIFIED`] to the sender, `detail` for the log.
+    fn unverified(outcome: Outcome, provider: Option<Provider>, detail: String) -> Self {
+        Self {
+            detail,
+            ..Self::new(outcome, provider, UNVERIFIED)
         }
     }
 
@@ -222,13 +251,16 @@ pub fn matches(r: &Read, target: Option<&ObjectRef>, key: &ObjectRef, spec: &Git
 /// commit the push named.
 pub fn decide(d: &Delivery, r: &Read, candidates: &[Candidate<'_>]) -> (Answer, Vec<ObjectRef>) {
     let p = Some(r.provider);
-    let url = r.push.urls.first().cloned().unwrap_or_default();
+    let url = quoted(r.push.urls.first().map_or("", String::as_str));
     if candidates.is_empty() {
         let what = match &d.target {
             Some(t) => format!("GitRepo {t} does not exist or does not follow {url}"),
             None => format!("no GitRepo follows {url}"),
         };
-        return (Answer::new(Outcome::UnknownRepo, p, what), Vec::new());
+        return (
+            Answer::unverified(Outcome::UnknownRepo, p, what),
+            Vec::new(),
+        );
     }
     let mut verified = Vec::new();
     let mut without_secret = 0;
@@ -252,7 +284,10 @@ pub fn decide(d: &Delivery, r: &Read, candidates: &[Candidate<'_>]) -> (Answer, 
         } else {
             "the signature does not verify with any webhookSecret".to_owned()
         };
-        return (Answer::new(Outcome::Unauthorized, p, why), Vec::new());
+        return (
+            Answer::unverified(Outcome::Unauthorized, p, why),
+            Vec::new(),
+        );
     }
     let names = |cs: &[&Candidate<'_>]| {
         cs.iter()

@@ -166,7 +166,7 @@ fn a_bad_or_missing_signature_is_401_and_fetches_nothing() {
     )];
     let (a, _) = run(&github("", "push", github_push("refs/heads/main")), &open);
     assert_eq!(a.outcome, Outcome::Unauthorized);
-    assert!(a.message.contains("has a webhookSecret"), "{a:?}");
+    assert!(a.detail.contains("has a webhookSecret"), "{a:?}");
 }
 
 #[test]
@@ -248,13 +248,32 @@ fn unknown_senders_other_events_and_bodies_that_are_no_push_are_400() {
 }
 
 #[test]
-fn a_repository_nobody_follows_or_a_path_naming_another_gitrepo_is_404() {
+fn a_repository_nobody_follows_or_a_path_naming_another_gitrepo_is_refused_as_unverified() {
     let other = String::from_utf8(github_push("refs/heads/main"))
         .unwrap()
         .replace("ops/shop", "ops/bank");
     let (a, _) = run(&github("s3cret", "push", other.into_bytes()), &shop());
-    assert_eq!((a.outcome, a.outcome.status()), (Outcome::UnknownRepo, 404));
-    assert!(a.message.contains("github.com/ops/bank"), "{a:?}");
+    assert_eq!((a.outcome, a.outcome.status()), (Outcome::UnknownRepo, 401));
+    // The sender learns nothing of what the fleet follows; the hub's log does.
+    assert_eq!(a.message, super::UNVERIFIED);
+    let (forged, _) = run(
+        &github("wrong", "push", github_push("refs/heads/main")),
+        &shop(),
+    );
+    assert_eq!(
+        (forged.message.as_str(), forged.outcome.status()),
+        (a.message.as_str(), 401)
+    );
+    assert!(a.detail.contains("github.com/ops/bank"), "{a:?}");
+    let long = String::from_utf8(github_push("refs/heads/main"))
+        .unwrap()
+        .replace(
+            "ops/shop",
+            &format!("ops/{}\\nforged log line", "x".repeat(500)),
+        );
+    let (a, _) = run(&github("s3cret", "push", long.into_bytes()), &shop());
+    assert!(a.detail.len() < 300, "cut: {}", a.detail.len());
+    assert!(!a.detail.contains('\n'), "quoted: {}", a.detail);
     let mut d = github("s3cret", "push", github_push("refs/heads/main"));
     d.target = Some(ObjectRef::new("edge", "nope"));
     assert_eq!(run(&d, &shop()).0.outcome, Outcome::UnknownRepo);
