@@ -2,7 +2,7 @@
 
 use super::conditions::{self, ApplyResult, Health};
 use super::drift::Drift;
-use super::health::{Held, Shared, Stall};
+use super::health::{Held, Shared};
 use super::parsed::Parsed;
 use super::{Ownership, Publisher, WorkConfig};
 use crate::backend::{ApplyOutcome, Backend, BackendError, DriftSignal, Strategy};
@@ -19,6 +19,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tracing::Instrument;
+
+mod handle;
+mod removal;
+
+pub use handle::WorkHandle;
+pub(crate) use removal::orphaned;
 
 /// How often a work with a `feedbackScrapeType: Watch` manifest is observed.
 const WATCH_PERIOD: Duration = Duration::from_secs(1);
@@ -49,71 +55,6 @@ enum WorkMsg {
     Update(Box<ManifestWork>, Option<String>),
     Delete(Option<Box<ManifestWork>>),
     Republish,
-}
-
-/// A handle to one work's actor.
-#[derive(Clone)]
-pub struct WorkHandle {
-    tx: mpsc::Sender<WorkMsg>,
-    shared: Arc<Shared>,
-    task: tokio::task::AbortHandle,
-}
-
-impl WorkHandle {
-    /// The spec generation the actor holds.
-    pub fn generation(&self) -> i64 {
-        self.shared.generation.load(Ordering::Relaxed)
-    }
-
-    /// The uid of the spec the actor holds ("" when the hub sent none).
-    pub fn uid(&self) -> String {
-        self.shared.uid()
-    }
-
-    /// Whether the work is gone (deleted and confirmed to the hub).
-    pub fn is_finished(&self) -> bool {
-        self.shared.finished.load(Ordering::Relaxed)
-    }
-
-    /// Whether the actor's task ended without finishing the work (a panic): its messages go
-    /// nowhere, so the manager starts it again from its record.
-    pub fn is_dead(&self) -> bool {
-        self.tx.is_closed() && !self.is_finished()
-    }
-
-    /// The handler whose current step has been running for at least `after`, if one has (a
-    /// backend call that never returns stops the work's every later apply and status).
-    pub fn stall(&self, after: Duration) -> Option<Stall> {
-        self.shared.stall(after)
-    }
-
-    /// Stops the actor's task where it waits (a stalled actor, before it is started again).
-    pub fn abort(&self) {
-        self.task.abort();
-    }
-
-    /// Delivers a new spec.
-    pub async fn update(&self, work: ManifestWork, traceparent: Option<String>) {
-        let _ = self
-            .tx
-            .send(WorkMsg::Update(Box::new(work), traceparent))
-            .await;
-    }
-
-    /// Deletes the work with the delete option of `work`.
-    pub async fn delete(&self, work: ManifestWork) {
-        let _ = self.tx.send(WorkMsg::Delete(Some(Box::new(work)))).await;
-    }
-
-    /// Deletes the work with the delete option it holds.
-    pub async fn delete_as_held(&self) {
-        let _ = self.tx.send(WorkMsg::Delete(None)).await;
-    }
-
-    /// Publishes the status again even if unchanged.
-    pub async fn republish(&self) {
-        let _ = self.tx.try_send(WorkMsg::Republish);
-    }
 }
 
 /// The identity of an applied resource.
@@ -640,68 +581,6 @@ impl WorkActor {
         }
     }
 
-    /// Claims what the work declares, removes what it applied before and no longer declares
-    /// ([`Self::remove_resource`]), and saves the work's record.
-    async fn collect_garbage(&mut self, declared: Vec<ManifestId>) {
-        // Garbage: what this work applied before and no longer declares.
-        let removed: Vec<ManifestId> = self
-            .record
-            .applied
-            .iter()
-            .map(applied_id)
-            .filter(|id| !declared.contains(id))
-            .collect();
-        {
-            let mut own = self.ownership.lock().expect("ownership lock");
-            for id in &declared {
-                own.add(id, &self.rid);
-            }
-        }
-        let policy = self.work().spec.and_then(|s| s.delete_option);
-        for id in removed {
-            self.shared.progress();
-            self.remove_resource(&id, policy.as_ref()).await;
-        }
-        self.record.applied = declared.iter().map(applied_resource).collect();
-        if let Err(e) = self.store.save_work(&self.record) {
-            tracing::error!(error = %e, "saving the work record failed");
-        }
-    }
-
-    /// Releases this work's claim on a resource and deletes it (as the work's executor) unless
-    /// another work declares it or the delete option keeps it. Returns whether the resource is
-    /// (or will be) gone.
-    async fn remove_resource(
-        &self,
-        id: &ManifestId,
-        policy: Option<&flotilla_api::v1::DeleteOption>,
-    ) -> bool {
-        let shared = self
-            .ownership
-            .lock()
-            .expect("ownership lock")
-            .release(id, &self.rid);
-        if shared {
-            tracing::info!(resource = %id.describe(), "kept: another work declares it");
-            return false;
-        }
-        if orphaned(id, policy) {
-            tracing::info!(resource = %id.describe(), "orphaned per the delete option");
-            return false;
-        }
-        let executor = flotilla_api::work::Executor::of_work(&self.work());
-        match self.backend.delete_as(executor.as_ref(), id).await {
-            Ok(_) => {
-                tracing::info!(resource = %id.describe(), "deleted");
-                true
-            }
-            Err(e) => {
-                tracing::warn!(resource = %id.describe(), error = %e, "delete failed");
-                true
-            }
-        }
-    }
-
     /// How often resources are observed: every second when a manifest's `feedbackScrapeType`
     /// is `Watch` (OCM watches it; reads come from the backend's watch caches or memory, so a
     /// fast re-check is cheap), else the status interval (`Poll`).
@@ -869,110 +748,6 @@ impl WorkActor {
                 }
             }
         }
-    }
-
-    /// Deletes the work's resources per its delete option, then confirms to the hub (retrying
-    /// on every tick until the confirmation is acknowledged) and forgets the work.
-    async fn delete(&mut self, work: Option<ManifestWork>) {
-        if !self.record.deleting {
-            tracing::info!("deleting the work");
-            if let Some(w) = work
-                && let Some(spec) = w.spec
-            {
-                // The hub's copy carries the delete option in force.
-                let mut held = self.work();
-                if let Some(s) = held.spec.as_mut() {
-                    s.delete_option = spec.delete_option;
-                }
-                self.record.work = Some(held);
-            }
-            // Saved before touching resources: a crash from here on resumes the deletion.
-            self.record.deleting = true;
-            if let Err(e) = self.store.save_work(&self.record) {
-                tracing::error!(error = %e, "saving the work record failed");
-            }
-        }
-        // Idempotent, so it also repairs a deletion a crash interrupted, and (Foreground) the
-        // work stays until every resource it deletes is really gone.
-        let policy = self.work().spec.and_then(|s| s.delete_option);
-        let executor = flotilla_api::work::Executor::of_work(&self.work());
-        let executor = executor.as_ref();
-        let mut waiting = Vec::new();
-        // In reverse order of application: contents before their Namespace (applied first).
-        for id in self.record.applied.iter().rev().map(applied_id) {
-            self.shared.progress();
-            if self
-                .backend
-                .get_as(executor, &id)
-                .await
-                .ok()
-                .flatten()
-                .is_none()
-            {
-                self.ownership
-                    .lock()
-                    .expect("ownership lock")
-                    .release(&id, &self.rid);
-                continue;
-            }
-            if self.remove_resource(&id, policy.as_ref()).await
-                && self
-                    .backend
-                    .get_as(executor, &id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_some()
-            {
-                waiting.push(id.describe());
-            }
-        }
-        if !waiting.is_empty() {
-            tracing::info!(?waiting, "waiting for resources to be deleted");
-            return;
-        }
-        // What the work still owns is shared with another work (which owns it too) or orphaned
-        // (never owned): the collector may take the anchor's references away.
-        if let Err(e) = self.backend.delete_anchor(&self.anchor_key(), false).await {
-            tracing::warn!(error = %e, "deleting the work's anchor failed; retrying");
-            return;
-        }
-        let report = WorkStatusReport {
-            cluster_name: self.cluster.clone(),
-            work_name: self.name.clone(),
-            resource_id: self.rid.clone(),
-            observed_generation: generation_of(self.record.work.as_ref()),
-            status: None,
-            deleted: true,
-            received_generation: 0,
-        };
-        let sent = self.publisher.publish(&report).await;
-        self.note_sent(&sent);
-        if sent.is_ok() {
-            if let Err(e) = self.store.remove_work(&self.rid) {
-                tracing::error!(error = %e, "removing the work record failed");
-            }
-            tracing::info!("work deleted and confirmed to the hub");
-            self.shared.finished.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Whether the delete option keeps `id` on the cluster when the work goes.
-pub(crate) fn orphaned(id: &ManifestId, policy: Option<&flotilla_api::v1::DeleteOption>) -> bool {
-    match policy.map(|p| p.propagation_policy.as_str()) {
-        Some("Orphan") => true,
-        Some("SelectivelyOrphan") => policy
-            .and_then(|p| p.selectively_orphans.as_ref())
-            .is_some_and(|so| {
-                so.orphaning_rules.iter().any(|r| {
-                    r.group == id.group
-                        && r.resource.eq_ignore_ascii_case(&id.resource())
-                        && r.namespace == id.namespace
-                        && r.name == id.name
-                })
-            }),
-        _ => false,
     }
 }
 
