@@ -293,6 +293,22 @@ fn a_fleet_in_simulator_processes_registers() {
 }
 
 #[test]
+fn one_commit_to_every_bundle_reaches_every_cluster() {
+    let v = scenario(&[
+        "gitops",
+        "--clusters",
+        "10",
+        "--bundles",
+        "3",
+        "--timeout-seconds",
+        "120",
+    ]);
+    assert_eq!(v["bundles"], 3, "{v}");
+    assert_eq!(v["initial_pairs_converged"], 30, "{v}");
+    assert_eq!(v["commit_pairs_converged"], 30, "{v}");
+}
+
+#[test]
 fn bad_arguments_fail_with_a_clear_error_and_start_nothing() {
     let out = Command::new(env!("CARGO_BIN_EXE_flotilla-load"))
         .args(["fanout", "--nats-url", "nats://127.0.0.1:1"])

@@ -230,6 +230,10 @@ pub async fn run(mut run: Run, repository: &Repository) -> Result<(Summary, Run)
     summary.set("initial_p50_ms", initial.p50_ms);
     summary.set("initial_p99_ms", initial.p99_ms);
     summary.set("initial_hub_cpu_seconds", initial.hub_cpu_seconds);
+    summary.set(
+        "initial_pairs_converged",
+        initial.extra.get("pairs_converged"),
+    );
     summary.errors += initial.errors;
 
     // One commit to every bundle, fetched at once.
@@ -253,6 +257,10 @@ pub async fn run(mut run: Run, repository: &Repository) -> Result<(Summary, Run)
     summary.p50_ms = pushed.p50_ms;
     summary.p90_ms = pushed.p90_ms;
     summary.p99_ms = pushed.p99_ms;
+    summary.set(
+        "commit_pairs_converged",
+        pushed.extra.get("pairs_converged"),
+    );
     summary.errors += pushed.errors;
     summary.converged = initial.converged && pushed.converged && summary.errors == 0;
     run.record_hub_rss_per_cluster(&mut summary);
