@@ -12,6 +12,8 @@
 //!   applied, limits held) and its content hash, and one variant per customization.
 //! - [`source`]: the `GitRepo` object (its YAML, validation, fetch request) and the
 //!   ManifestWorkReplicaSet each rendered bundle becomes.
+//! - [`targets`]: the Placement each target delivers over, and the one an inline target
+//!   becomes (the hub writes and owns it).
 //!
 //! No I/O and no gix: the worker (`flotilla-gitfetch`) fetched and checked the tree already.
 #![deny(missing_docs)]
@@ -23,6 +25,7 @@ pub mod name;
 pub mod overlay;
 pub mod render;
 pub mod source;
+pub mod targets;
 pub mod tree;
 
 use thiserror::Error;

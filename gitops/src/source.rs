@@ -8,9 +8,10 @@
 //! Built so far: `https://` (with `clientSecretName` and `caBundle`), `http://` and `git://`
 //! (with `insecureTransport: true`) and `file://` repositories, branch or revision, `paths`,
 //! polling settings, `paused`, `forceSyncGeneration`, `targetNamespace`, `keepResources`,
-//! targets by `placementRef`, `webhookSecret` (the hub's webhook endpoint checks pushes with
-//! it). Refused until built: SSH, inline placements (the latter by name in the shape); refused
-//! for good: Fleet's Helm, OCI, image-scan and service-account fields.
+//! targets by `placementRef` or inline `placement` (the hub writes the owned Placement,
+//! [`crate::targets`]), `webhookSecret` (the hub's webhook endpoint checks pushes with it).
+//! Refused until built: SSH; refused for good: Fleet's Helm, OCI, image-scan and
+//! service-account fields.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -237,13 +238,35 @@ fn targets(s: &GitRepoSpec, p: &mut Vec<String>) {
         if !names.insert(&t.name) {
             p.push(format!("spec.targets[{i}].name: {} is used twice", t.name));
         }
-        if t.placement_ref.is_empty() {
-            p.push(format!("spec.targets[{i}].placementRef: required"));
-        } else if let Err(e) = validate_dns1123_label(
-            &format!("spec.targets[{i}].placementRef.name"),
-            &t.placement_ref,
-        ) {
-            p.push(e.to_string());
+        match (&t.placement, t.placement_ref.is_empty()) {
+            (Some(_), false) => p.push(format!(
+                "spec.targets[{i}]: placementRef and placement: give one, not both \
+                 (placementRef names an existing Placement, placement is an inline one)"
+            )),
+            (None, true) => p.push(format!(
+                "spec.targets[{i}]: placementRef or placement is required \
+                 (an existing Placement, or an inline one)"
+            )),
+            (None, false) => {
+                if let Err(e) = validate_dns1123_label(
+                    &format!("spec.targets[{i}].placementRef.name"),
+                    &t.placement_ref,
+                ) {
+                    p.push(e.to_string());
+                }
+            }
+            (Some(inline), true) => {
+                // The rest is the Placement's own validation, run by the hub on the Placement
+                // the target becomes (crate::targets::placement).
+                if !inline.cluster_name.is_empty()
+                    && let Err(e) = validate_dns1123_label(
+                        &format!("spec.targets[{i}].placement.clusterName"),
+                        &inline.cluster_name,
+                    )
+                {
+                    p.push(e.to_string());
+                }
+            }
         }
     }
 }
@@ -343,7 +366,7 @@ pub fn replica_set(r: &GitRepo, bundle: &Rendered, commit: &str) -> ManifestWork
                 .targets
                 .iter()
                 .map(|t| LocalPlacementReference {
-                    name: t.placement_ref.clone(),
+                    name: crate::targets::placement_name(&m.name, t),
                     rollout_strategy: t.rollout_strategy.clone(),
                 })
                 .collect(),

@@ -15,13 +15,17 @@
 //!   - name: stores
 //!     placementRef: {name: stores}
 //!     rolloutStrategy: {type: Progressive, progressive: {maxConcurrency: 25%}}
+//!   - name: depots                  # inline: the hub writes Placement shop-depots
+//!     placement:
+//!       clusterSelector: {matchLabels: {tier: depot}}
 //! ```
 //!
 //! This module is the shape only (YAML ↔ protobuf) and refuses by name the Fleet keys Flotilla
 //! does not take; the rules of a GitRepo (URLs, paths, intervals, targets) are
 //! `flotilla_gitops::source::validate`, run by the hub on every apply.
 
-use super::meta::{Condition, Metadata, conditions};
+use super::meta::{Condition, LabelSelector, Metadata, conditions};
+use super::placement::{DecisionStrategy, Toleration};
 use super::replicaset::{RolloutStrategy, Summary};
 use crate::meta::rfc3339;
 use crate::v1;
@@ -111,22 +115,92 @@ fn is_zero(v: &i64) -> bool {
     *v == 0
 }
 
-/// One target: an existing Placement in the namespace and its rollout strategy.
+/// One target: a Placement in the namespace — an existing one (`placementRef`) or one the
+/// GitRepo writes (`placement`, inline) — and its rollout strategy.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GitTarget {
     /// The target's name.
     #[serde(default)]
     pub name: String,
-    /// The Placement.
+    /// An existing Placement (never written by the GitRepo).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement_ref: Option<NameRef>,
+    /// Inline: the GitRepo writes and owns Placement `<gitrepo>-<target>` from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<TargetPlacement>,
     /// OCM's rollout strategy (default `All`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout_strategy: Option<RolloutStrategy>,
     /// Every other key: refused by name with the reason, or as unknown.
     #[serde(flatten, skip_serializing)]
     pub other: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// An inline target's Placement: the subset of a Placement's spec a GitRepo takes, in the
+/// Placement's own types. `clusterSelector`, `claimSelector` and `clusterName` become the
+/// written Placement's one predicate (`clusterName` as the CEL expression
+/// `managedCluster.metadata.name == "<name>"`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetPlacement {
+    /// Restricts the cluster sets bound in the namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_sets: Vec<String>,
+    /// Matched against cluster labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_selector: Option<LabelSelector>,
+    /// Matched against cluster claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_selector: Option<LabelSelector>,
+    /// One cluster by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    /// How many clusters to select (unset: every feasible one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number_of_clusters: Option<i32>,
+    /// Tolerations of cluster taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Decision groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision_strategy: Option<DecisionStrategy>,
+    /// Every other key: refused by name with the reason, or as unknown.
+    #[serde(flatten, skip_serializing)]
+    pub other: BTreeMap<String, serde_yaml::Value>,
+}
+
+impl TargetPlacement {
+    /// The protobuf form; `at` names it in errors (`spec.targets[0].placement`).
+    fn to_proto(&self, at: &str) -> Result<v1::GitTargetPlacement, String> {
+        Ok(v1::GitTargetPlacement {
+            cluster_sets: self.cluster_sets.clone(),
+            cluster_selector: self.cluster_selector.as_ref().map(v1::LabelSelector::from),
+            claim_selector: self.claim_selector.as_ref().map(v1::LabelSelector::from),
+            cluster_name: self.cluster_name.clone().unwrap_or_default(),
+            number_of_clusters: self.number_of_clusters,
+            tolerations: self.tolerations.iter().map(Toleration::to_proto).collect(),
+            decision_strategy: Some(DecisionStrategy::to_proto(
+                self.decision_strategy.as_ref(),
+                &format!("{at}.decisionStrategy"),
+            )?),
+        })
+    }
+}
+
+impl From<&v1::GitTargetPlacement> for TargetPlacement {
+    fn from(p: &v1::GitTargetPlacement) -> Self {
+        Self {
+            cluster_sets: p.cluster_sets.clone(),
+            cluster_selector: p.cluster_selector.as_ref().map(LabelSelector::from),
+            claim_selector: p.claim_selector.as_ref().map(LabelSelector::from),
+            cluster_name: some(&p.cluster_name),
+            number_of_clusters: p.number_of_clusters,
+            tolerations: p.tolerations.iter().map(Toleration::from).collect(),
+            decision_strategy: DecisionStrategy::from_proto(p.decision_strategy.as_ref()),
+            other: BTreeMap::new(),
+        }
+    }
 }
 
 /// `{name: …}`.
@@ -241,25 +315,35 @@ const REFUSED: &[(&str, &str)] = &[
 /// Target keys refused by name, with the reason.
 const REFUSED_IN_TARGETS: &[(&str, &str)] = &[
     (
-        "placement",
-        "inline targets are not built yet: name an existing Placement in placementRef",
-    ),
-    (
         "clusterName",
-        "inline targets are not built yet: name an existing Placement in placementRef",
+        "goes under placement: (an inline target), as placement.clusterName",
     ),
     (
         "clusterSelector",
-        "inline targets are not built yet: name an existing Placement in placementRef",
+        "goes under placement: (an inline target), as placement.clusterSelector",
     ),
     (
         "clusterGroup",
-        "cluster groups are ManagedClusterSets here: name a Placement over the set in placementRef",
+        "cluster groups are ManagedClusterSets here: use placement.clusterSets",
     ),
     (
         "clusterGroupSelector",
-        "cluster groups are ManagedClusterSets here: name a Placement over the set in placementRef",
+        "cluster groups are ManagedClusterSets here: use placement.clusterSets",
     ),
+];
+
+/// Why a Placement key is not taken inline.
+const OWN_PLACEMENT: &str = "an inline target takes clusterSets, clusterSelector, claimSelector, \
+     clusterName, numberOfClusters, tolerations and decisionStrategy: write a Placement of your \
+     own and name it in placementRef";
+
+/// Inline placement keys refused by name, with the reason.
+const REFUSED_IN_PLACEMENT: &[(&str, &str)] = &[
+    ("predicates", OWN_PLACEMENT),
+    ("prioritizerPolicy", OWN_PLACEMENT),
+    ("spreadPolicy", OWN_PLACEMENT),
+    ("sortBy", OWN_PLACEMENT),
+    ("scoreRateLimit", OWN_PLACEMENT),
 ];
 
 fn refused(
@@ -289,12 +373,25 @@ impl GitRepo {
         }
         let s = &self.spec;
         problems.extend(refused("spec", &s.other, REFUSED));
+        let mut targets = Vec::new();
         for (i, t) in s.targets.iter().enumerate() {
-            problems.extend(refused(
-                &format!("spec.targets[{i}]"),
-                &t.other,
-                REFUSED_IN_TARGETS,
-            ));
+            let at = format!("spec.targets[{i}]");
+            problems.extend(refused(&at, &t.other, REFUSED_IN_TARGETS));
+            let placement = t.placement.as_ref().and_then(|p| {
+                let at = format!("{at}.placement");
+                problems.extend(refused(&at, &p.other, REFUSED_IN_PLACEMENT));
+                p.to_proto(&at).map_err(|e| problems.push(e)).ok()
+            });
+            targets.push(v1::GitTarget {
+                name: t.name.clone(),
+                placement_ref: t
+                    .placement_ref
+                    .as_ref()
+                    .map(|p| p.name.clone())
+                    .unwrap_or_default(),
+                placement,
+                rollout_strategy: t.rollout_strategy.as_ref().map(RolloutStrategy::to_proto),
+            });
         }
         let ca_bundle = match s.ca_bundle.as_deref().map(pem_or_base64).transpose() {
             Ok(pem) => pem.unwrap_or_default(),
@@ -324,22 +421,7 @@ impl GitRepo {
                 target_namespace: s.target_namespace.clone().unwrap_or_default(),
                 keep_resources: s.keep_resources,
                 insecure_transport: s.insecure_transport,
-                targets: s
-                    .targets
-                    .iter()
-                    .map(|t| v1::GitTarget {
-                        name: t.name.clone(),
-                        placement_ref: t
-                            .placement_ref
-                            .as_ref()
-                            .map(|p| p.name.clone())
-                            .unwrap_or_default(),
-                        rollout_strategy: t
-                            .rollout_strategy
-                            .as_ref()
-                            .map(RolloutStrategy::to_proto),
-                    })
-                    .collect(),
+                targets,
             }),
             status: None,
         })
@@ -395,6 +477,7 @@ impl From<&v1::GitRepo> for GitRepo {
                     .map(|t| GitTarget {
                         name: t.name.clone(),
                         placement_ref: some(&t.placement_ref).map(|name| NameRef { name }),
+                        placement: t.placement.as_ref().map(TargetPlacement::from),
                         rollout_strategy: t.rollout_strategy.as_ref().map(RolloutStrategy::from),
                         other: BTreeMap::new(),
                     })

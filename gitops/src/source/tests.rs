@@ -126,7 +126,7 @@ fn fields_not_built_and_fleet_fields_left_out_are_refused_by_name() {
         problems,
         [
             "spec.helmSecretName: Helm is not rendered here",
-            "spec.targets[1].clusterSelector: inline targets are not built yet: name an existing Placement in placementRef",
+            "spec.targets[1].clusterSelector: goes under placement: (an inline target), as placement.clusterSelector",
         ]
     );
     let userinfo = SHOP.replace("git://git.example.com", "git://ann:hunter2@git.example.com");
@@ -192,4 +192,70 @@ fn a_rendered_bundle_becomes_a_replica_set_over_every_target() {
     // The OCM document of it parses back (what `flotilla get -o yaml` would show).
     let doc = flotilla_api::ocm::ManifestWorkReplicaSet::from(&rs);
     assert_eq!(doc.spec.placement_refs.len(), 2);
+}
+
+/// SHOP with its `depots` target inline.
+fn inline_depots() -> String {
+    SHOP.replace(
+        "    placementRef: {name: depots}\n",
+        "    placement: {clusterSelector: {matchLabels: {tier: depot}}}\n",
+    )
+}
+
+#[test]
+fn an_inline_target_is_taken_and_its_bundles_go_to_the_placement_the_gitrepo_owns() {
+    let r = parse(&inline_depots()).unwrap();
+    let tree = Fixture::roots(&["apps/web"])
+        .file(
+            "apps/web/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\n",
+        )
+        .tree();
+    let dir = &discover(&tree).unwrap()[0];
+    let source = Source {
+        namespace: "edge-apps",
+        name: "shop",
+        target_namespace: None,
+    };
+    let bundle = render(source, &tree, dir).unwrap();
+    let rs = replica_set(&r, &bundle, &"c".repeat(40));
+    let refs: Vec<&str> = rs
+        .spec
+        .as_ref()
+        .unwrap()
+        .placement_refs
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(refs, ["stores", "shop-depots"]);
+}
+
+#[test]
+fn a_target_gives_exactly_one_of_placement_ref_and_placement() {
+    let both = inline_depots().replace(
+        "    placement: {",
+        "    placementRef: {name: depots}\n    placement: {",
+    );
+    let neither = SHOP.replace("    placementRef: {name: depots}\n", "");
+    let bad_name = SHOP.replace(
+        "    placementRef: {name: depots}\n",
+        "    placement: {clusterName: Lab_1}\n",
+    );
+    for (text, want) in [
+        (
+            both,
+            "spec.targets[1]: placementRef and placement: give one, not both",
+        ),
+        (
+            neither,
+            "spec.targets[1]: placementRef or placement is required",
+        ),
+        (bad_name, "spec.targets[1].placement.clusterName: "),
+    ] {
+        let problems = parse(&text).unwrap_err();
+        assert!(
+            problems.len() == 1 && problems[0].starts_with(want),
+            "{want:?}: {problems:#?}"
+        );
+    }
 }

@@ -63,7 +63,71 @@ fn fleet_keys_left_out_are_refused_by_name_and_unknown_keys_as_unknown() {
     for part in [
         "document 1 (GitRepo shop): spec.brnch: unknown field",
         "spec.helmSecretName: Helm is not rendered here",
-        "spec.targets[0].clusterSelector: inline targets are not built yet",
+        "spec.targets[0].clusterSelector: goes under placement: (an inline target)",
+    ] {
+        assert!(e.contains(part), "{part:?} not in {e}");
+    }
+}
+
+const INLINE: &str = r#"
+  - name: depots
+    placement:
+      clusterSets: [depots]
+      clusterSelector: {matchLabels: {tier: depot}}
+      claimSelector: {matchExpressions: [{key: region, operator: In, values: [eu]}]}
+      numberOfClusters: 3
+      tolerations: [{key: gpu, operator: Exists}]
+      decisionStrategy:
+        groupStrategy:
+          decisionGroups: [{groupName: canary, groupClusterSelector: {labelSelector: {matchLabels: {canary: "true"}}}}]
+          clustersPerDecisionGroup: 25%
+  - name: lab
+    placement: {clusterName: lab-1}
+"#;
+
+#[test]
+fn an_inline_target_becomes_its_proto_in_the_placement_s_own_types_and_prints_back() {
+    let text = format!("{SHOP}{}", INLINE.trim_start_matches('\n'));
+    let Ok(Document::GitRepo(r)) = one(&text) else {
+        panic!("not a GitRepo: {:?}", one(&text));
+    };
+    let targets = &r.spec.as_ref().unwrap().targets;
+    let depots = targets[1].placement.as_ref().unwrap();
+    assert_eq!(targets[1].placement_ref, "");
+    assert_eq!(depots.cluster_sets, ["depots"]);
+    assert_eq!(
+        depots.cluster_selector.as_ref().unwrap().match_labels["tier"],
+        "depot"
+    );
+    assert_eq!(depots.number_of_clusters, Some(3));
+    assert_eq!(depots.tolerations[0].operator, "Exists");
+    let groups = depots
+        .decision_strategy
+        .as_ref()
+        .and_then(|d| d.group_strategy.as_ref())
+        .unwrap();
+    assert_eq!(groups.decision_groups[0].group_name, "canary");
+    assert_eq!(groups.clusters_per_decision_group, "25%");
+    assert_eq!(targets[2].placement.as_ref().unwrap().cluster_name, "lab-1");
+    let printed = serde_yaml::to_string(&GitRepo::from(&r)).unwrap();
+    let Ok(Document::GitRepo(again)) = one(&printed) else {
+        panic!("{printed}");
+    };
+    assert_eq!(again, r, "{printed}");
+}
+
+#[test]
+fn placement_keys_an_inline_target_does_not_take_are_refused_by_name() {
+    let inline = "  - name: depots\n    placement:\n      sortBy: Score\n      colour: red\n\
+                  \x20     decisionStrategy: {groupStrategy: {decisionGroups: [{groupName: a, \
+                  groupClusterSelector: {celSelector: {celExpressions: [x]}}}]}}\n";
+    let e = one(&format!("{SHOP}{inline}")).unwrap_err();
+    for part in [
+        "spec.targets[1].placement.sortBy: an inline target takes clusterSets",
+        "name it in placementRef",
+        "spec.targets[1].placement.colour: unknown field",
+        "spec.targets[1].placement.decisionStrategy.groupStrategy.decisionGroups[0]\
+         .groupClusterSelector.celSelector: decision groups select by labelSelector",
     ] {
         assert!(e.contains(part), "{part:?} not in {e}");
     }

@@ -318,24 +318,101 @@ fn selector_from_proto(s: &v1::ClusterSelector) -> ClusterSelector {
     }
 }
 
+impl Toleration {
+    /// The protobuf form.
+    pub fn to_proto(&self) -> v1::Toleration {
+        v1::Toleration {
+            key: self.key.clone(),
+            operator: self.operator.clone(),
+            value: self.value.clone(),
+            effect: self.effect.clone(),
+            toleration_seconds: self.toleration_seconds,
+        }
+    }
+}
+
+impl From<&v1::Toleration> for Toleration {
+    fn from(t: &v1::Toleration) -> Self {
+        Self {
+            key: t.key.clone(),
+            operator: t.operator.clone(),
+            value: t.value.clone(),
+            effect: t.effect.clone(),
+            toleration_seconds: t.toleration_seconds,
+        }
+    }
+}
+
+impl DecisionStrategy {
+    /// The protobuf form of `d` (none: the default, every cluster in one group); a decision
+    /// group selecting by `celSelector` is refused, named under `at`
+    /// (`spec.decisionStrategy`).
+    pub fn to_proto(d: Option<&Self>, at: &str) -> Result<v1::DecisionStrategy, String> {
+        let groups = d.map(|d| d.group_strategy.clone()).unwrap_or_default();
+        for (i, g) in groups.decision_groups.iter().enumerate() {
+            if g.group_cluster_selector.cel_selector.is_some() {
+                return Err(format!(
+                    "{at}.groupStrategy.decisionGroups[{i}].groupClusterSelector.celSelector: \
+                     decision groups select by labelSelector and claimSelector only"
+                ));
+            }
+        }
+        let (per_group, per_group_is_string) = groups
+            .clusters_per_decision_group
+            .as_ref()
+            .map(IntOrString::to_proto)
+            .unwrap_or_default();
+        Ok(v1::DecisionStrategy {
+            group_strategy: Some(v1::GroupStrategy {
+                decision_groups: groups
+                    .decision_groups
+                    .iter()
+                    .map(|g| v1::DecisionGroup {
+                        group_name: g.group_name.clone(),
+                        group_cluster_selector: Some(selector_to_proto(&g.group_cluster_selector)),
+                    })
+                    .collect(),
+                clusters_per_decision_group: per_group,
+                clusters_per_decision_group_is_string: per_group_is_string,
+            }),
+        })
+    }
+
+    /// From the protobuf form; `None` when it says nothing (no groups, no group size).
+    pub fn from_proto(d: Option<&v1::DecisionStrategy>) -> Option<Self> {
+        let groups = d.and_then(|d| d.group_strategy.clone()).unwrap_or_default();
+        (!groups.decision_groups.is_empty() || !groups.clusters_per_decision_group.is_empty()).then(
+            || Self {
+                group_strategy: GroupStrategy {
+                    decision_groups: groups
+                        .decision_groups
+                        .iter()
+                        .map(|g| DecisionGroup {
+                            group_name: g.group_name.clone(),
+                            group_cluster_selector: g
+                                .group_cluster_selector
+                                .as_ref()
+                                .map(selector_from_proto)
+                                .unwrap_or_default(),
+                        })
+                        .collect(),
+                    clusters_per_decision_group: IntOrString::from_proto(
+                        &groups.clusters_per_decision_group,
+                        groups.clusters_per_decision_group_is_string,
+                    ),
+                },
+            },
+        )
+    }
+}
+
 impl Placement {
     /// Converts to protobuf (status is dropped: the hub computes it).
     pub fn to_proto(&self) -> Result<v1::Placement, String> {
         let s = &self.spec;
         let policy = s.prioritizer_policy.clone().unwrap_or_default();
-        let groups = s
-            .decision_strategy
-            .clone()
-            .unwrap_or_default()
-            .group_strategy;
-        for (i, g) in groups.decision_groups.iter().enumerate() {
-            if g.group_cluster_selector.cel_selector.is_some() {
-                return Err(format!(
-                    "spec.decisionStrategy.groupStrategy.decisionGroups[{i}].groupClusterSelector\
-                     .celSelector: decision groups select by labelSelector and claimSelector only"
-                ));
-            }
-        }
+        let decision_strategy =
+            DecisionStrategy::to_proto(s.decision_strategy.as_ref(), "spec.decisionStrategy")?;
         let mut predicate_cel_selectors: Vec<v1::CelSelector> = s
             .predicates
             .iter()
@@ -354,11 +431,6 @@ impl Placement {
         {
             predicate_cel_selectors.pop();
         }
-        let (per_group, per_group_is_string) = groups
-            .clusters_per_decision_group
-            .as_ref()
-            .map(IntOrString::to_proto)
-            .unwrap_or_default();
         Ok(v1::Placement {
             metadata: Some(self.metadata.to_proto()?),
             spec: Some(v1::PlacementSpec {
@@ -393,33 +465,8 @@ impl Placement {
                         })
                         .collect(),
                 }),
-                tolerations: s
-                    .tolerations
-                    .iter()
-                    .map(|t| v1::Toleration {
-                        key: t.key.clone(),
-                        operator: t.operator.clone(),
-                        value: t.value.clone(),
-                        effect: t.effect.clone(),
-                        toleration_seconds: t.toleration_seconds,
-                    })
-                    .collect(),
-                decision_strategy: Some(v1::DecisionStrategy {
-                    group_strategy: Some(v1::GroupStrategy {
-                        decision_groups: groups
-                            .decision_groups
-                            .iter()
-                            .map(|g| v1::DecisionGroup {
-                                group_name: g.group_name.clone(),
-                                group_cluster_selector: Some(selector_to_proto(
-                                    &g.group_cluster_selector,
-                                )),
-                            })
-                            .collect(),
-                        clusters_per_decision_group: per_group,
-                        clusters_per_decision_group_is_string: per_group_is_string,
-                    }),
-                }),
+                tolerations: s.tolerations.iter().map(Toleration::to_proto).collect(),
+                decision_strategy: Some(decision_strategy),
                 predicate_cel_selectors,
                 sort_by: s.sort_by.clone(),
                 score_rate_limit: s.score_rate_limit.clone(),
@@ -448,10 +495,6 @@ impl From<&v1::Placement> for Placement {
     fn from(p: &v1::Placement) -> Self {
         let spec = p.spec.clone().unwrap_or_default();
         let policy = spec.prioritizer_policy.unwrap_or_default();
-        let groups = spec
-            .decision_strategy
-            .and_then(|d| d.group_strategy)
-            .unwrap_or_default();
         let spread = spec.spread_policy.unwrap_or_default();
         Self {
             api_version: CLUSTER_V1BETA1.into(),
@@ -504,39 +547,8 @@ impl From<&v1::Placement> for Placement {
                             })
                             .collect(),
                     }),
-                tolerations: spec
-                    .tolerations
-                    .iter()
-                    .map(|t| Toleration {
-                        key: t.key.clone(),
-                        operator: t.operator.clone(),
-                        value: t.value.clone(),
-                        effect: t.effect.clone(),
-                        toleration_seconds: t.toleration_seconds,
-                    })
-                    .collect(),
-                decision_strategy: (!groups.decision_groups.is_empty()
-                    || !groups.clusters_per_decision_group.is_empty())
-                .then(|| DecisionStrategy {
-                    group_strategy: GroupStrategy {
-                        decision_groups: groups
-                            .decision_groups
-                            .iter()
-                            .map(|g| DecisionGroup {
-                                group_name: g.group_name.clone(),
-                                group_cluster_selector: g
-                                    .group_cluster_selector
-                                    .as_ref()
-                                    .map(selector_from_proto)
-                                    .unwrap_or_default(),
-                            })
-                            .collect(),
-                        clusters_per_decision_group: IntOrString::from_proto(
-                            &groups.clusters_per_decision_group,
-                            groups.clusters_per_decision_group_is_string,
-                        ),
-                    },
-                }),
+                tolerations: spec.tolerations.iter().map(Toleration::from).collect(),
+                decision_strategy: DecisionStrategy::from_proto(spec.decision_strategy.as_ref()),
                 spread_policy: (!spread.spread_constraints.is_empty()).then(|| SpreadPolicy {
                     spread_constraints: spread
                         .spread_constraints

@@ -18,6 +18,7 @@ fn repo(generation: i64) -> GitRepo {
             targets: vec![GitTarget {
                 name: "stores".into(),
                 placement_ref: "stores".into(),
+                placement: None,
                 rollout_strategy: None,
             }],
             ..Default::default()
