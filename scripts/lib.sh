@@ -121,3 +121,35 @@ ensure_kubernetes_validate() {
   fi
   export PATH="$PATH:$HOME/.local/bin"
 }
+
+# Debian's OpenSSH server for the GitOps tests of ssh:// repositories: the testkit runs its own
+# sshd on a free port (never the system's). Installed with a policy-rc.d that refuses service
+# starts, so the package does not start a system sshd on port 22 of a shared machine or of CI.
+ensure_sshd() {
+  if [ -x /usr/sbin/sshd ] && command -v ssh-keygen >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "sshd not found: installing openssh-server from the OS packages (no service is started)" >&2
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+      echo "error: sshd is missing and this user cannot install packages; run: apt-get install -y openssh-server" >&2
+      return 1
+    fi
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: no apt-get here; install OpenSSH's server (sshd) and ssh-keygen with your package manager" >&2
+    return 1
+  fi
+  local had_policy=""
+  [ -e /usr/sbin/policy-rc.d ] && had_policy=1
+  if [ -z "$had_policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+    $sudo chmod +x /usr/sbin/policy-rc.d
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openssh-server >/dev/null
+  local rc=$?
+  [ -z "$had_policy" ] && $sudo rm -f /usr/sbin/policy-rc.d
+  return $rc
+}

@@ -10,6 +10,7 @@ ensure_nats_server_current
 ensure_kubernetes_validate
 ensure_promtool
 ensure_chromium
+ensure_sshd
 command -v nats-server >/dev/null 2>&1 || export PATH="$PATH:/usr/sbin"
 echo "== nats-server $(nats-server --version 2>&1 | head -1), and $("$FLOTILLA_NATS_SERVER_CURRENT" --version 2>&1 | head -1) for the attack suite"
 # A whole-suite build is done once: incremental caches would double the target dir (a clean

@@ -2,6 +2,7 @@
 //!
 //! - [`protocol`]: the request the hub writes to a worker's stdin and the answer it reads back.
 //! - [`limits`]: the defaults of every bound of a fetch.
+//! - [`known_hosts`]: which host keys an `ssh://` server may present (pure).
 //! - [`paths`], [`address`]: pure checks of names, `paths` globs, symlinks and addresses, shared
 //!   by the worker and the hub's second look at an answer ([`check`]).
 //! - [`launch`]: starting a worker process with its bounds, feeding it, reading it, killing it
@@ -13,6 +14,7 @@
 
 pub mod address;
 pub mod check;
+pub mod known_hosts;
 pub mod launch;
 pub mod limits;
 pub mod paths;

@@ -13,7 +13,8 @@
 //! Kubernetes backend; [`EchoServer`]: a TCP echo server for port-forwards.
 //!
 //! [`git`]: repositories made with the system `git` and a `git daemon` serving them;
-//! [`git_http`]: `git http-backend` behind a small HTTP(S) server with basic authentication.
+//! [`git_http`]: `git http-backend` behind a small HTTP(S) server with basic authentication;
+//! [`sshd`]: OpenSSH's server on a free port, for `ssh://` repositories.
 //!
 //! [`oidc`]: a small OIDC issuer (discovery, a rotating JWKS, minted tokens, the code flow with
 //! PKCE) for the hub's OIDC tests.
@@ -29,6 +30,7 @@ pub mod git;
 pub mod git_http;
 pub mod kube;
 pub mod oidc;
+pub mod sshd;
 pub mod wire;
 
 pub use cluster::{ClusterNode, NatsCluster, NatsClusterOptions};

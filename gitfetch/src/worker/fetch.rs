@@ -1,7 +1,7 @@
 //! Network fetches with gix: a handshake and ref listing over our own connection (so every
 //! byte is counted and every address checked) — a TCP stream for `git://`, our HTTP client
-//! ([`super::http`]) for `http://` and `https://` — then a depth-1 fetch of the one commit into
-//! a bare cache repository opened in isolation (no user or system configuration, no hooks).
+//! ([`super::http`]) for `http://` and `https://`, an in-process SSH channel ([`super::ssh`])
+//! for `ssh://` — then a depth-1 fetch of the one commit into a bare cache repository opened in isolation (no user or system configuration, no hooks).
 //! Credentials come only from the request, through our own callback: gix's default would run
 //! credential helpers or prompt. Every gix call of the network path lives here.
 
@@ -21,6 +21,7 @@ use gix::{
 use super::{
     Failure, http,
     net::{self, Counted, Received},
+    ssh,
 };
 use crate::protocol::{Credential, ErrorKind, FetchRequest, Limits, Want};
 
@@ -90,8 +91,8 @@ pub fn open_cache(cache: &Path) -> Result<gix::Repository, Failure> {
     }
 }
 
-/// Resolves and (unless `list_only`) fetches the wanted commit from a `git://`, `http://` or
-/// `https://` URL.
+/// Resolves and (unless `list_only`) fetches the wanted commit from a `git://`, `http://`,
+/// `https://` or `ssh://` (or scp-like) URL.
 pub fn fetch(
     cache: &Path,
     url: &gix::Url,
@@ -114,7 +115,11 @@ pub fn fetch(
     match &url.scheme {
         gix::url::Scheme::Git => {
             let transport = connect_daemon(url, request, limits, received)?;
-            on.run(transport, None)
+            on.run(transport, || None)
+        }
+        gix::url::Scheme::Ssh => {
+            let (transport, remote) = ssh::connect(url, request, limits, received)?;
+            on.run(transport, || remote.failure(&request.url))
         }
         gix::url::Scheme::Http | gix::url::Scheme::Https => {
             let (remote, client) = http::Remote::new(
@@ -131,7 +136,7 @@ pub fn fetch(
                 gix::protocol::transport::Protocol::V2,
                 false,
             );
-            on.run(transport, Some(&client))
+            on.run(transport, || client.failure())
         }
         other => Err(Failure::request(format!(
             "repo {:?}: the {} transport is not built here",
@@ -153,12 +158,13 @@ struct Fetch<'a> {
 }
 
 impl Fetch<'_> {
-    /// Lists the ref, and fetches its commit at depth 1 unless only listing. `client` is the
-    /// HTTP client (its recorded failure says more than gix's chain of causes).
+    /// Lists the ref, and fetches its commit at depth 1 unless only listing. `diagnose` is the
+    /// transport's own account of a failure (the HTTP client's recorded failure, what an SSH
+    /// server wrote to stderr), which says more than gix's chain of causes.
     fn run<T: Transport>(
         self,
         transport: T,
-        client: Option<&http::Client>,
+        diagnose: impl Fn() -> Option<Failure>,
     ) -> Result<Fetched, Failure> {
         let Fetch {
             repo,
@@ -172,7 +178,7 @@ impl Fetch<'_> {
         let failed = |what: &str, e: gix::Error| {
             if received.get() > limits.max_fetch_bytes {
                 Failure::refused(net::TransferCapExceeded(limits.max_fetch_bytes).to_string())
-            } else if let Some(f) = client.and_then(http::Client::failure) {
+            } else if let Some(f) = diagnose() {
                 f
             } else {
                 Failure::transport(format!("{}: {what}: {}", request.url, chain(&e)))

@@ -2,8 +2,8 @@
 //! process, with its resource limits set first ([`rlimit`]).
 //!
 //! [`run`] takes the request and answers it: connect ([`net`]: address checks, a byte-counting
-//! stream; [`http`]: gix's smart-HTTP transport over our own HTTP and HTTPS client), resolve and
-//! shallow-fetch the commit into a bare cache repository ([`fetch`]), or read
+//! stream; [`http`]: gix's smart-HTTP transport over our own HTTP and HTTPS client; [`ssh`]: an
+//! in-process SSH channel to `git-upload-pack`), resolve and shallow-fetch the commit into a bare cache repository ([`fetch`]), or read
 //! a `file://` repository in place ([`local`]), then walk the tree under `paths` with every check
 //! of the design's §9 ([`walk`]).
 
@@ -12,6 +12,7 @@ pub mod http;
 pub mod local;
 pub mod net;
 pub mod rlimit;
+pub mod ssh;
 pub mod walk;
 
 use std::path::Path;
@@ -81,13 +82,16 @@ fn answer(request: &FetchRequest, cache: &Path) -> Result<FetchResult, Failure> 
             let commit = local::resolve(&repo, want)?;
             (repo, commit, 0)
         }
-        gix::url::Scheme::Git | gix::url::Scheme::Http | gix::url::Scheme::Https => {
+        gix::url::Scheme::Git
+        | gix::url::Scheme::Http
+        | gix::url::Scheme::Https
+        | gix::url::Scheme::Ssh => {
             let fetched = fetch::fetch(cache, &url, want, &limits, request)?;
             (fetched.repo, fetched.commit, fetched.bytes_received)
         }
         other => {
             return Err(Failure::request(format!(
-                "repo {:?}: the {} transport is not built yet (https://, http://, git:// and file:// are)",
+                "repo {:?}: the {} transport is not built (https://, ssh://, http://, git:// and file:// are)",
                 request.url,
                 other.as_str()
             )));
