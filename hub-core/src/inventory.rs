@@ -1,7 +1,10 @@
 //! Read-mostly views shared by the API, set status and (later) placement actors, so that none of
 //! them has to message thousands of actors: every cluster and every ManifestWork by key, plus a
 //! change broadcast. Actors are the only writers: they publish a new `Arc` after every persisted
-//! change.
+//! change. The works inventory also keeps its works by owner and its counts by state
+//! ([`works`]).
+
+mod works;
 
 use crate::cluster::StoredWork;
 use dashmap::DashMap;
@@ -51,6 +54,8 @@ impl<T> Clone for Change<T> {
 /// costs its length, not a sort of every key.
 pub struct Inventory<T> {
     objects: Arc<DashMap<Arc<str>, Arc<T>>>,
+    /// Told of every change under the object's entry ([`Inventory::with_tally`]).
+    tally: Option<Arc<dyn Tally<T>>>,
     namespaces: Arc<DashMap<Arc<str>, BTreeSet<Arc<str>>>>,
     /// The keys of `namespaces`, in order: changed only under the namespace's map entry (a
     /// namespace's first object and last one), read without holding any entry.
@@ -62,11 +67,20 @@ impl<T> Clone for Inventory<T> {
     fn clone(&self) -> Self {
         Self {
             objects: self.objects.clone(),
+            tally: self.tally.clone(),
             namespaces: self.namespaces.clone(),
             order: self.order.clone(),
             changes: self.changes.clone(),
         }
     }
+}
+
+/// What an inventory keeps beside its objects (an index, counts), told of every change while
+/// the object's entry is held, so that a key's changes reach it in order. It must not call back
+/// into the inventory.
+pub trait Tally<T>: std::any::Any + Send + Sync {
+    /// `key` went from `old` (`None`: added) to `new` (`None`: removed).
+    fn change(&self, key: &Arc<str>, old: Option<&T>, new: Option<&T>);
 }
 
 /// Namespaces read from the order at once by [`Inventory::scan`].
@@ -80,15 +94,26 @@ fn namespace_of(key: &str) -> Option<&str> {
 /// Every cluster, keyed by name.
 pub type ClusterInventory = Inventory<ManagedCluster>;
 /// Every work, keyed by `<cluster>/<work>`, its status held encoded (decoded by the readers
-/// that want it: [`StoredWork::status`], [`StoredWork::to_work`]).
+/// that want it: [`StoredWork::status`], [`StoredWork::to_work`]). Made with
+/// [`Inventory::works`], it keeps its works by owner and its counts by state.
 pub type WorkInventory = Inventory<StoredWork>;
 
 impl<T: Send + Sync + 'static> Inventory<T> {
     /// An empty inventory whose broadcast keeps `capacity` changes for slow subscribers.
     pub fn new(capacity: usize) -> Self {
+        Self::tallied(capacity, None)
+    }
+
+    /// An empty inventory that tells `tally` of every change.
+    pub fn with_tally(capacity: usize, tally: Arc<dyn Tally<T>>) -> Self {
+        Self::tallied(capacity, Some(tally))
+    }
+
+    fn tallied(capacity: usize, tally: Option<Arc<dyn Tally<T>>>) -> Self {
         let (changes, _) = broadcast::channel(capacity.max(16));
         Self {
             objects: Arc::new(DashMap::new()),
+            tally,
             namespaces: Arc::new(DashMap::new()),
             order: Arc::new(RwLock::new(BTreeSet::new())),
             changes,
@@ -103,9 +128,20 @@ impl<T: Send + Sync + 'static> Inventory<T> {
     /// Publishes an object's new state that its writer keeps too (one copy for both).
     pub fn upsert_shared(&self, key: &str, object: Arc<T>) {
         let key: Arc<str> = key.into();
-        let kind = match self.objects.insert(key.clone(), object.clone()) {
-            Some(_) => ChangeKind::Modified,
-            None => {
+        let kind = match self.objects.entry(key.clone()) {
+            Entry::Occupied(mut held) => {
+                let old = held.insert(object.clone());
+                if let Some(t) = &self.tally {
+                    t.change(&key, Some(&old), Some(&object));
+                }
+                ChangeKind::Modified
+            }
+            Entry::Vacant(slot) => {
+                let held = slot.insert(object.clone());
+                if let Some(t) = &self.tally {
+                    t.change(&key, None, Some(&object));
+                }
+                drop(held);
                 if let Some(ns) = namespace_of(&key) {
                     match self.namespaces.entry(ns.into()) {
                         Entry::Occupied(mut keys) => {
@@ -125,7 +161,13 @@ impl<T: Send + Sync + 'static> Inventory<T> {
 
     /// Removes an object.
     pub fn remove(&self, key: &str) {
-        if let Some((key, object)) = self.objects.remove(key) {
+        let removed = self.objects.remove_if(key, |key, object| {
+            if let Some(t) = &self.tally {
+                t.change(key, Some(object), None);
+            }
+            true
+        });
+        if let Some((key, object)) = removed {
             if let Some(ns) = namespace_of(&key) {
                 self.namespaces.remove_if_mut(ns, |ns, keys| {
                     keys.remove(&key);
@@ -290,6 +332,11 @@ impl<T: Send + Sync + 'static> Inventory<T> {
     /// Subscribes to changes.
     pub fn subscribe(&self) -> broadcast::Receiver<Change<T>> {
         self.changes.subscribe()
+    }
+
+    /// How many subscribers the change broadcast has (each is woken by every change).
+    pub fn subscribers(&self) -> usize {
+        self.changes.receiver_count()
     }
 }
 

@@ -16,6 +16,7 @@
 //! copy takes a reference, an encoding copies its bytes, and equal specs — a work applied to
 //! every cluster of a fleet — share one allocation through [`intern`].
 
+use super::work_states::WorkState;
 use bytes::{Buf, BufMut};
 use flotilla_api::v1::{
     Condition, HubWorkState, ManifestWork, ManifestWorkSpec, ManifestWorkStatus, ObjectMeta,
@@ -42,17 +43,26 @@ pub struct StoredWork {
 /// A status as its encoding. prost writes a message's fields in one order and the status has no
 /// map fields (whose order would vary), so the encoding is a function of the value: two
 /// statuses are equal exactly when their encodings are ([`StoredWork::status_is`] relies on it).
+/// The state its conditions give is kept beside it, read once when it is set: the works
+/// inventory counts works by state at every change (`flotilla_hub_works`), and a status's
+/// conditions are a decode away.
 #[derive(Clone, PartialEq, Eq)]
-struct EncodedStatus(Box<[u8]>);
+struct EncodedStatus {
+    bytes: Box<[u8]>,
+    state: WorkState,
+}
 
 impl EncodedStatus {
     fn of(status: &ManifestWorkStatus) -> Self {
-        Self(status.encode_to_vec().into_boxed_slice())
+        Self {
+            bytes: status.encode_to_vec().into_boxed_slice(),
+            state: WorkState::of(false, &status.conditions),
+        }
     }
 
     fn decode(&self) -> ManifestWorkStatus {
         // Made by `of`, from a value: it decodes.
-        ManifestWorkStatus::decode(&*self.0).unwrap_or_default()
+        ManifestWorkStatus::decode(&*self.bytes).unwrap_or_default()
     }
 }
 
@@ -171,15 +181,30 @@ impl StoredWork {
         self.status.as_ref().map(EncodedStatus::decode)
     }
 
-    /// The status's conditions, decoded without its resource status (what a count of works by
-    /// state reads at every scrape: the manifests' statuses are most of a status's bytes).
+    /// The status's conditions, decoded without its resource status (the manifests' statuses
+    /// are most of a status's bytes).
     pub fn conditions(&self) -> Vec<Condition> {
         self.status.as_ref().map_or_else(Vec::new, |s| {
             // Made from a status's encoding: it decodes.
-            ConditionsOnly::decode(&*s.0)
+            ConditionsOnly::decode(&*s.bytes)
                 .map(|c| c.conditions)
                 .unwrap_or_default()
         })
+    }
+
+    /// The work's state as `flotilla_hub_works` counts it, without decoding anything: deleting
+    /// from the metadata, else what the status's conditions gave when it was set.
+    pub fn state(&self) -> WorkState {
+        if self
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.deletion_timestamp.is_some())
+        {
+            return WorkState::Deleting;
+        }
+        self.status
+            .as_ref()
+            .map_or(WorkState::of(false, &[]), |s| s.state)
     }
 
     /// Whether the status is `status` (compared encoded: equal exactly when the values are).
@@ -187,7 +212,7 @@ impl StoredWork {
         match (&self.status, status) {
             (None, None) => true,
             (Some(held), Some(s)) => {
-                held.0.len() == s.encoded_len() && *held == EncodedStatus::of(s)
+                held.bytes.len() == s.encoded_len() && *held == EncodedStatus::of(s)
             }
             _ => false,
         }
@@ -206,7 +231,7 @@ impl StoredWork {
 
     /// Bytes of the encoded status (what the status costs the hub, besides a 16-byte box).
     pub fn status_len(&self) -> usize {
-        self.status.as_ref().map_or(0, |s| s.0.len())
+        self.status.as_ref().map_or(0, |s| s.bytes.len())
     }
 
     /// The ManifestWork, its status decoded.
@@ -279,7 +304,7 @@ impl Message for StoredWork {
             encode_bytes(2, &s.bytes, buf);
         }
         if let Some(s) = &self.status {
-            encode_bytes(3, &s.0, buf);
+            encode_bytes(3, &s.bytes, buf);
         }
         if let Some(h) = &self.hub {
             encoding::message::encode(4, h, buf);
@@ -334,7 +359,7 @@ impl Message for StoredWork {
             .as_ref()
             .map_or(0, |m| encoding::message::encoded_len(1, m))
             + self.spec.as_ref().map_or(0, |s| bytes_len(2, &s.bytes))
-            + self.status.as_ref().map_or(0, |s| bytes_len(3, &s.0))
+            + self.status.as_ref().map_or(0, |s| bytes_len(3, &s.bytes))
             + self
                 .hub
                 .as_ref()

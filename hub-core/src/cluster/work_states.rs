@@ -1,12 +1,14 @@
-//! Works by state, as a gauge computed at each scrape (I/O-free; read from the works inventory
-//! every hub holds): `flotilla_hub_works{state}`, one series per [`WorkState`] — five, whatever
-//! the fleet. Every hub holds every work, so each hub exports the fleet's counts (take `max`
-//! over the hubs, not `sum`). Failed or degraded works for minutes are alert
-//! `FlotillaWorksFailing`.
+//! Works by state, as a gauge (I/O-free; read from the works inventory every hub holds):
+//! `flotilla_hub_works{state}`, one series per [`WorkState`] — five, whatever the fleet. Every
+//! hub holds every work, so each hub exports the fleet's counts (take `max` over the hubs, not
+//! `sum`). Failed or degraded works for minutes are alert `FlotillaWorksFailing`.
 //!
-//! A state is read from the work's conditions alone ([`StoredWork::conditions`]), in the order
-//! the dashboard's works list uses: deleting first (the hub waits for the agent to remove it),
-//! then `Degraded=True`, `Applied=False`, `Available=True`; anything else is still applying.
+//! A state is read from the work's conditions alone, in the order the dashboard's works list
+//! uses: deleting first (the hub waits for the agent to remove it), then `Degraded=True`,
+//! `Applied=False`, `Available=True`; anything else is still applying. A [`StoredWork`] reads
+//! it when its status is set ([`StoredWork::state`]) and the works inventory keeps the counts
+//! as works change ([`WorkInventory::states`]): a scrape reads five numbers, whatever the fleet
+//! (it decoded and sorted every work before, 100,000 of them at every scrape).
 
 use super::StoredWork;
 use crate::inventory::WorkInventory;
@@ -71,16 +73,13 @@ impl WorkState {
         }
     }
 
-    /// The state of `work`.
+    /// The state of `work` (kept with it: [`StoredWork::state`]).
     pub fn of_work(work: &StoredWork) -> Self {
-        let deleting = work
-            .metadata
-            .as_ref()
-            .is_some_and(|m| m.deletion_timestamp.is_some());
-        Self::of(deleting, &work.conditions())
+        work.state()
     }
 
-    fn index(self) -> usize {
+    /// Its place in [`WorkState::ALL`].
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -111,8 +110,7 @@ impl std::fmt::Debug for WorksMetrics {
 
 impl Collector for WorksMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let works = self.0.snapshot();
-        let counts = count(works.iter().map(|w| &**w));
+        let counts = self.0.states();
         let mut family = encoder.encode_descriptor(
             "works",
             "ManifestWorks by state (available, applying, failed: Applied=False, degraded: Degraded=True, deleting); every hub holds every work",
@@ -205,7 +203,7 @@ mod tests {
 
     #[test]
     fn the_gauge_has_five_series_whatever_the_fleet() {
-        let works = WorkInventory::new(16);
+        let works = WorkInventory::works(16);
         let render = |works: &WorkInventory| {
             let mut registry = prometheus_client::registry::Registry::with_prefix("flotilla_hub");
             registry.register_collector(Box::new(WorksMetrics(works.clone())));
