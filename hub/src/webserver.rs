@@ -1,16 +1,17 @@
 //! The hub's own HTTP(S) servers — the cluster proxy and the dashboard — share how a connection
-//! is accepted, bounded and served: a bounded number of connections, each served by a task the
-//! server owns; a TLS handshake and a first request within time limits; HTTP/1.1 and HTTP/2
+//! is accepted, bounded and served: a bounded number of connections (and, where asked, per
+//! source address), each served by a task the server owns; a TLS handshake and a first request within time limits; HTTP/1.1 and HTTP/2
 //! (ALPN over TLS); accept failures backed off; everything stopped on shutdown.
 //!
 //! A server supplies a [`Handler`]; this module knows nothing of what it answers.
 
 use bytes::Bytes;
 use hyper::body::Incoming;
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -33,6 +34,13 @@ pub struct Limits {
     pub h2_keep_alive_interval: Duration,
     /// …and the connection closed when it is not answered within this (default 20 s).
     pub h2_keep_alive_timeout: Duration,
+    /// HTTP/2 streams one connection may have open at once (`None`: hyper's default, 200).
+    pub h2_max_streams: Option<u32>,
+    /// Connections one source ([`source_of`]) may hold at once; past it a new one is closed at
+    /// once (0: no limit, the default) — one address cannot hold every connection.
+    pub per_address: usize,
+    /// Sources not held to [`Limits::per_address`]: proxies every sender comes through.
+    pub trusted: Vec<Cidr>,
 }
 
 impl Default for Limits {
@@ -43,6 +51,121 @@ impl Default for Limits {
             max_connections: 4096,
             h2_keep_alive_interval: Duration::from_secs(30),
             h2_keep_alive_timeout: Duration::from_secs(20),
+            h2_max_streams: None,
+            per_address: 0,
+            trusted: Vec::new(),
+        }
+    }
+}
+
+/// An address block (`10.0.0.0/8`, `2001:db8::/32`; a bare address is a block of one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    bits: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is in the block (an IPv4-mapped IPv6 address as its IPv4 one).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.bits)).unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.bits))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (addr, bits) = text.trim().split_once('/').unwrap_or((text.trim(), ""));
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("{text:?} is not an address block (10.0.0.0/8, 2001:db8::/32)"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let bits = if bits.is_empty() {
+            max
+        } else {
+            bits.parse::<u8>()
+                .ok()
+                .filter(|b| *b <= max)
+                .ok_or_else(|| format!("{text:?}: the prefix length must be 0 to {max}"))?
+        };
+        Ok(Self { addr, bits })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.bits)
+    }
+}
+
+/// The source a per-address bound counts: an IPv4 address (an IPv4-mapped IPv6 one as
+/// itself), or an IPv6 address's /64 (one site's whole prefix: an IPv6 sender has billions of
+/// addresses, not billions of prefixes).
+pub fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(std::net::Ipv6Addr::from(prefix))
+            }
+        },
+    }
+}
+
+/// Connections held by each source, for [`Limits::per_address`].
+#[derive(Debug, Default)]
+struct PerAddress(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection's place in [`PerAddress`], given back when it ends.
+struct AddressSlot {
+    table: Arc<PerAddress>,
+    source: IpAddr,
+}
+
+impl PerAddress {
+    /// A slot for a connection from `peer`, or `None` when its source holds `limit` already.
+    fn take(table: &Arc<PerAddress>, peer: IpAddr, limit: usize) -> Option<AddressSlot> {
+        let source = source_of(peer);
+        let mut held = table.0.lock().expect("per-address lock");
+        let n = held.entry(source).or_default();
+        if *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            table: table.clone(),
+            source,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut held = self.table.0.lock().expect("per-address lock");
+        if let Some(n) = held.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.source);
+            }
         }
     }
 }
@@ -82,6 +205,7 @@ pub fn serve<H: Handler>(
     tokio::spawn(async move {
         let mut connections = JoinSet::new();
         let permits = Arc::new(Semaphore::new(limits.max_connections));
+        let per_address = Arc::new(PerAddress::default());
         let mut backoff = ACCEPT_BACKOFF;
         loop {
             let (permit, accepted) = tokio::select! {
@@ -106,10 +230,24 @@ pub fn serve<H: Handler>(
                     continue;
                 }
             };
+            let slot = if limits.per_address == 0
+                || limits.trusted.iter().any(|c| c.contains(peer.ip()))
+            {
+                None
+            } else {
+                match PerAddress::take(&per_address, peer.ip(), limits.per_address) {
+                    Some(slot) => Some(slot),
+                    None => {
+                        tracing::debug!(server = H::NAME, %peer, limit = limits.per_address, "too many connections from one address: closed");
+                        continue;
+                    }
+                }
+            };
             let _ = tcp.set_nodelay(true);
             let span = tracing::debug_span!("connection", %peer);
+            let held = (permit, slot);
             connections.spawn(
-                connection(handler.clone(), limits.clone(), tls.clone(), tcp, peer, permit)
+                connection(handler.clone(), limits.clone(), tls.clone(), tcp, peer, held)
                     .instrument(span),
             );
         }
@@ -144,7 +282,7 @@ async fn connection<H: Handler>(
     tls: Option<tokio_rustls::TlsAcceptor>,
     tcp: TcpStream,
     peer: SocketAddr,
-    _permit: Option<OwnedSemaphorePermit>,
+    _held: (Option<OwnedSemaphorePermit>, Option<AddressSlot>),
 ) {
     let requested = Arc::new(AtomicBool::new(false));
     let seen = requested.clone();
@@ -165,7 +303,8 @@ async fn connection<H: Handler>(
         .http2()
         .timer(hyper_util::rt::TokioTimer::new())
         .keep_alive_interval(limits.h2_keep_alive_interval)
-        .keep_alive_timeout(limits.h2_keep_alive_timeout);
+        .keep_alive_timeout(limits.h2_keep_alive_timeout)
+        .max_concurrent_streams(limits.h2_max_streams);
     let served = match tls {
         Some(acceptor) => {
             let stream = match tokio::time::timeout(limits.tls_handshake, acceptor.accept(tcp))

@@ -6,6 +6,8 @@
 //! and keeps each GitRepo's status, its bundles' counts refreshed from the replica sets' views.
 
 use super::rules::{self, Outcome, Rollout, Tracked};
+use super::webhook::hook::Hooks;
+use super::webhook::replay;
 use super::{Buckets, Deps, GitRepoError, Views};
 use crate::keys::ObjectRef;
 use crate::replicaset::{ReplicaSets, Writer};
@@ -13,7 +15,7 @@ use flotilla_api::v1::{GitRepo, ManifestWorkReplicaSet, ReplicaSetHubState};
 use flotilla_gitfetch::launch::Worker;
 use flotilla_gitfetch::pool::Pool;
 use flotilla_gitops::source;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +61,10 @@ struct Actor {
     buckets: Buckets,
     deps: Deps,
     views: Views,
+    /// The webhooks' index of who follows which URL, kept with the views.
+    hooks: Hooks,
+    /// When each GitRepo's status last recorded a webhook ([`replay::record`]).
+    webhook_written: HashMap<ObjectRef, std::time::Instant>,
     pool: Pool,
     repos: BTreeMap<ObjectRef, GitRepo>,
     tracked: BTreeMap<ObjectRef, Tracked>,
@@ -70,6 +76,7 @@ pub(super) fn spawn(
     buckets: Buckets,
     deps: Deps,
     views: Views,
+    hooks: Hooks,
     stored: Vec<(String, GitRepo, u64)>,
     shutdown: watch::Receiver<bool>,
 ) -> (mpsc::Sender<Msg>, tokio::task::JoinHandle<()>) {
@@ -90,6 +97,8 @@ pub(super) fn spawn(
         buckets,
         deps,
         views,
+        hooks,
+        webhook_written: HashMap::new(),
         pool,
         repos: BTreeMap::new(),
         tracked: BTreeMap::new(),
@@ -175,9 +184,11 @@ impl Actor {
         }
     }
 
-    /// A verified webhook: its commit and time recorded in the status, and a fetch now (after
-    /// the running one) unless the commit is the one delivered or last fetched — a replayed
-    /// delivery costs no fetch — or an undo pinned the GitRepo.
+    /// A verified webhook: a fetch now (after the running one) unless the commit is the one
+    /// delivered or last fetched, or an undo pinned the GitRepo; its commit and time recorded
+    /// in the status at most once a second per GitRepo, the same commit again at most once a
+    /// minute ([`replay::record`]) — a stream of verified deliveries does not become a stream
+    /// of store writes. (A replay of one delivery never gets here: [`super::webhook::hook`].)
     async fn poke(&mut self, key: &ObjectRef, commit: String) -> Result<bool, GitRepoError> {
         let Some(mut repo) = self.repos.get(key).cloned() else {
             return Err(GitRepoError::NotFound(key.to_string()));
@@ -194,12 +205,17 @@ impl Actor {
                 t.next = Some(Instant::now());
             }
         }
-        status.webhook_commit = commit;
-        status.last_webhook_time = Some(flotilla_api::meta::now());
-        repo.status = Some(status);
-        // The fetch is due already: a failed status write delays nothing.
-        if let Err(e) = self.store(repo).await {
-            tracing::warn!(gitrepo = %key, error = %e, "could not record the webhook in the status");
+        let now = std::time::Instant::now();
+        let same = status.webhook_commit == commit;
+        if replay::record(self.webhook_written.get(key).copied(), same, now) {
+            self.webhook_written.insert(key.clone(), now);
+            status.webhook_commit = commit;
+            status.last_webhook_time = Some(flotilla_api::meta::now());
+            repo.status = Some(status);
+            // The fetch is due already: a failed status write delays nothing.
+            if let Err(e) = self.store(repo).await {
+                tracing::warn!(gitrepo = %key, error = %e, "could not record the webhook in the status");
+            }
         }
         tracing::info!(gitrepo = %key, fetch, "push webhook verified");
         Ok(fetch)
@@ -251,6 +267,7 @@ impl Actor {
             .write()
             .expect("views lock")
             .insert(key.inventory_key(), repo.clone());
+        self.hooks.follow(&key, repo.spec.as_ref());
         self.tracked.entry(key.clone()).or_default();
         self.repos.insert(key, repo);
     }
@@ -319,6 +336,8 @@ impl Actor {
         self.buckets.repos.purge(&key.store_key()).await?;
         self.repos.remove(key);
         self.tracked.remove(key);
+        self.hooks.unfollow(key);
+        self.webhook_written.remove(key);
         self.views
             .write()
             .expect("views lock")

@@ -149,6 +149,16 @@ pub struct Flags {
     /// HTTP only on loopback. Any hub may serve it.
     #[arg(long, env = "FLOTILLA_GITOPS_WEBHOOK_LISTEN")]
     gitops_webhook_listen: Option<std::net::SocketAddr>,
+    /// Proxies (address blocks, comma-separated: 10.0.0.0/8,2001:db8::/32) in front of the
+    /// webhook listener, such as an Ingress controller: from them, a webhook's rate is kept for
+    /// the right-most X-Forwarded-For address that is not a trusted proxy, and they are not
+    /// held to the per-address connection limit. None: the connection's address.
+    #[arg(
+        long,
+        env = "FLOTILLA_GITOPS_WEBHOOK_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    gitops_webhook_trusted_proxies: Vec<String>,
 }
 
 impl Flags {
@@ -164,6 +174,13 @@ impl Flags {
             ..GitOpsConfig::default()
         };
         config.webhook.listen = self.gitops_webhook_listen;
+        for text in &self.gitops_webhook_trusted_proxies {
+            match text.parse::<crate::webserver::Cidr>() {
+                Ok(cidr) => config.webhook.trusted_proxies.push(cidr),
+                Err(e) => errors.push(format!("--gitops-webhook-trusted-proxies: {e}")),
+            }
+        }
+        config.webhook.limits.trusted = config.webhook.trusted_proxies.clone();
         if let Some(dir) = &self.gitops_cache_dir {
             config.cache_dir = dir.clone();
         }

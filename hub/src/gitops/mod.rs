@@ -182,6 +182,8 @@ pub struct GitRepos {
     sets: crate::replicaset::ReplicaSets,
     /// The hub Secrets (a GitRepo's `webhookSecret`).
     secrets: crate::policy::hubdata::HubData,
+    /// Who follows which URL, the deliveries handled lately ([`webhook::hook`]).
+    hooks: webhook::hook::Hooks,
 }
 
 impl std::fmt::Debug for GitRepos {
@@ -208,12 +210,21 @@ impl GitRepos {
         let views: Views = Arc::default();
         let sets = deps.replicasets.clone();
         let secrets = deps.secrets.clone();
-        let (tx, task) = actor::spawn(buckets, deps, views.clone(), stored, shutdown);
+        let hooks = webhook::hook::Hooks::default();
+        let (tx, task) = actor::spawn(
+            buckets,
+            deps,
+            views.clone(),
+            hooks.clone(),
+            stored,
+            shutdown,
+        );
         Ok((
             Self {
                 handle: Handle::new(tx, views),
                 sets,
                 secrets,
+                hooks,
             },
             task,
         ))
@@ -253,65 +264,6 @@ impl GitRepos {
     pub async fn sync(&self, namespace: &str, name: &str) -> Result<GitRepo, GitRepoError> {
         let key = ObjectRef::new(namespace, name);
         self.handle.ask(|r| actor::Msg::Sync(key, r)).await?
-    }
-
-    /// A push webhook: read, matched with the GitRepos following its repository, verified with
-    /// each one's `webhookSecret`, and a fetch at once for those it verifies with that follow
-    /// the ref pushed ([`webhook::decide`]). What the sender is told.
-    pub async fn hook(&self, d: &webhook::Delivery) -> webhook::Answer {
-        let read = match webhook::read(d) {
-            Ok(r) => r,
-            Err(answer) => return answer,
-        };
-        let repos = match &d.target {
-            Some(t) => self.get(&t.namespace, &t.name).into_iter().collect(),
-            None => self.list(""),
-        };
-        let candidates: Vec<webhook::Candidate<'_>> = repos
-            .iter()
-            .filter_map(|repo| {
-                let key = key_of(repo);
-                let spec = repo.spec.as_ref()?;
-                webhook::matches(&read, d.target.as_ref(), &key, spec).then(|| {
-                    let secret = (!spec.webhook_secret.is_empty())
-                        .then(|| {
-                            self.secrets
-                                .secret_data(&key.namespace, &spec.webhook_secret)
-                        })
-                        .flatten()
-                        .map(|(_, data)| data);
-                    webhook::Candidate { key, spec, secret }
-                })
-            })
-            .collect();
-        let (mut answer, fetch) = webhook::decide(d, &read, &candidates);
-        let mut notes = Vec::new();
-        for key in fetch {
-            let commit = read.push.commit.clone();
-            let poked = self
-                .handle
-                .ask(|r| actor::Msg::Poke(key.clone(), commit, r))
-                .await;
-            match poked.map_err(GitRepoError::from).and_then(|r| r) {
-                Ok(true) => {}
-                Ok(false) => notes.push(format!(
-                    "no fetch for {key}: at {} already, or pinned by an undo",
-                    read.push.commit
-                )),
-                Err(e) => {
-                    tracing::warn!(gitrepo = %key, error = %e, "a verified webhook could not start a fetch");
-                    answer = webhook::Answer::new(
-                        webhook::Outcome::Unavailable,
-                        Some(read.provider),
-                        format!("{key}: {e}"),
-                    );
-                }
-            }
-        }
-        if !notes.is_empty() && answer.outcome == webhook::Outcome::Triggered {
-            answer.message = format!("{} ({})", answer.message, notes.join("; "));
-        }
-        answer
     }
 
     /// Every bundle's decided clusters (bundle by bundle) with their state, the commit their

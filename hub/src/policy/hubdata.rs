@@ -333,6 +333,18 @@ impl HubData {
         Some((open.record.r#type.clone(), open.data.clone()))
     }
 
+    /// One value of a Secret, opened: the first of `keys` it holds non-empty — for the hub's
+    /// own use only (a GitRepo's webhook secret), never returned by a call; only that value
+    /// leaves the lock. `None`: no such Secret or key, or one that did not open.
+    pub fn secret_value(&self, namespace: &str, name: &str, keys: &[&str]) -> Option<Vec<u8>> {
+        let k = ObjectRef::new(namespace, name).inventory_key();
+        let secrets = self.inner.secrets.read().expect("lock");
+        let open = secrets.get(&k)?;
+        keys.iter()
+            .find_map(|key| open.data.get(*key).filter(|v| !v.is_empty()))
+            .cloned()
+    }
+
     /// Secrets of a namespace (every namespace when empty), without their sealed data.
     pub fn list_secrets(&self, namespace: &str) -> Vec<HubSecretRecord> {
         let secrets = self.inner.secrets.read().expect("lock");

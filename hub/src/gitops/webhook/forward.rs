@@ -81,7 +81,12 @@ impl Route {
         } else {
             outer.clear = Some(to_proto(&d));
         }
-        let asked = self.nats.request(SUBJECT, outer.encode_to_vec().into());
+        let payload = outer.encode_to_vec();
+        let max_payload = self.nats.server_info().max_payload;
+        if let Some(refused) = too_large(payload.len(), max_payload, provider) {
+            return refused;
+        }
+        let asked = self.nats.request(SUBJECT, payload.into());
         match tokio::time::timeout(FORWARD_TIMEOUT, asked).await {
             Ok(Ok(reply)) => match GitWebhookAnswer::decode(reply.payload) {
                 Ok(a) => Answer::new(
@@ -100,6 +105,26 @@ impl Route {
             )),
         }
     }
+}
+
+/// Room kept under NATS' `max_payload` for a request's subject, reply inbox and headers.
+const NATS_OVERHEAD: usize = 1024;
+
+/// The answer to a forwarded payload of `len` bytes that NATS would refuse (`max_payload`: the
+/// server's, `0` when unknown: not checked), naming both: 413, and what to do.
+pub fn too_large(len: usize, max_payload: usize, provider: Option<Provider>) -> Option<Answer> {
+    if max_payload == 0 || len + NATS_OVERHEAD <= max_payload {
+        return None;
+    }
+    Some(Answer::new(
+        Outcome::TooLarge,
+        provider,
+        format!(
+            "the webhook is {len} bytes forwarded between hubs, past the NATS server's \
+             max_payload of {max_payload} bytes: send webhooks to the hub holding the \
+             controllers, or raise max_payload"
+        ),
+    ))
 }
 
 fn to_proto(d: &Delivery) -> GitWebhook {

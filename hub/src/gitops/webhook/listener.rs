@@ -1,8 +1,11 @@
 //! The webhook listener (`--gitops-webhook-listen`): every hub may serve it. Thin: the path and
-//! method, the source's rate, the body's size and time, then the [`Delivery`] goes to
+//! method, the source's rate (the connection's address, or behind a trusted proxy the one
+//! [`super::forwarded::client`] reads), a place among the [`IN_FLIGHT`] deliveries taken at
+//! once, the body's size and time, then the [`Delivery`] goes to
 //! [`Route::deliver`] and its [`Answer`] back to the sender as JSON
 //! (`{"result": …, "message": …}`). Served by [`crate::webserver`] (TLS with the API's
-//! certificate, plain HTTP on loopback only). No token: a webhook proves itself by its
+//! certificate, plain HTTP on loopback only) with at most [`PER_ADDRESS`] connections from one
+//! source and one HTTP/2 stream per connection. No token: a webhook proves itself by its
 //! signature, checked by the controllers' hub. Counted in `flotilla_hub_gitops_webhooks_total`
 //! by provider and result; nothing of a secret or signature is logged.
 
@@ -20,11 +23,18 @@ use prometheus_client::metrics::family::Family;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
 
 /// The path prefix.
 pub const PATH: &str = "/hooks/gitrepos";
-/// How long a sender has to send its whole body.
-const BODY_TIME: Duration = Duration::from_secs(10);
+/// How long a sender has to send its whole body (a real sender posts it at once).
+pub const BODY_TIME: Duration = Duration::from_secs(5);
+/// Deliveries taken at once by one hub (their bodies read, or waiting on their answer); past it
+/// a delivery is answered 503 at once. Bounds the bodies held: `IN_FLIGHT` × [`MAX_BODY`].
+pub const IN_FLIGHT: usize = 16;
+/// Connections one source (an IPv4 address or an IPv6 /64) may hold at once, so one address
+/// cannot take every connection slot from the senders that matter; trusted proxies excepted.
+pub const PER_ADDRESS: usize = 8;
 
 /// Settings of the listener.
 #[derive(Debug, Clone)]
@@ -35,6 +45,8 @@ pub struct WebhookConfig {
     pub rate: f64,
     /// Webhooks at once per source address.
     pub burst: f64,
+    /// Proxies whose `X-Forwarded-For` is read (`--gitops-webhook-trusted-proxies`).
+    pub trusted_proxies: Vec<crate::webserver::Cidr>,
     /// Connections, header and handshake times.
     pub limits: crate::webserver::Limits,
 }
@@ -45,9 +57,12 @@ impl Default for WebhookConfig {
             listen: None,
             rate: super::rate::RATE,
             burst: super::rate::BURST,
+            trusted_proxies: Vec::new(),
             limits: crate::webserver::Limits {
                 max_connections: 64,
                 header_read: Duration::from_secs(5),
+                h2_max_streams: Some(1),
+                per_address: PER_ADDRESS,
                 ..crate::webserver::Limits::default()
             },
         }
@@ -80,8 +95,8 @@ impl WebhookMetrics {
                 r.register(
                     "webhooks",
                     "GitRepo push webhooks answered, by provider and result (triggered, ignored, \
-                     ping, unauthorized, unknown_repo, wrong_event, bad_request, too_large, \
-                     rate_limited, not_found, unavailable)",
+                     ping, replayed, unauthorized, unknown_repo, wrong_event, bad_request, \
+                     too_large, rate_limited, not_found, unavailable, busy)",
                     m.webhooks.clone(),
                 );
             });
@@ -104,6 +119,8 @@ impl WebhookMetrics {
 pub struct Webhooks {
     route: Route,
     rates: Mutex<Rates>,
+    trusted: Vec<crate::webserver::Cidr>,
+    in_flight: Arc<Semaphore>,
     metrics: WebhookMetrics,
 }
 
@@ -113,6 +130,8 @@ impl Webhooks {
         Self {
             route,
             rates: Mutex::new(Rates::new(config.rate, config.burst)),
+            trusted: config.trusted_proxies.clone(),
+            in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
             metrics: WebhookMetrics::new(metrics),
         }
     }
@@ -125,11 +144,18 @@ impl Webhooks {
         if req.method() != http::Method::POST {
             return Answer::new(Outcome::NotFound, None, "webhooks are POSTed");
         }
+        let forwarded: Vec<&str> = req
+            .headers()
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let source = super::forwarded::client(peer.ip(), &forwarded, &self.trusted);
         let admitted = self
             .rates
             .lock()
             .expect("rates lock")
-            .admit(peer.ip(), Instant::now());
+            .admit(source, Instant::now());
         if !admitted {
             return Answer::new(
                 Outcome::RateLimited,
@@ -137,6 +163,17 @@ impl Webhooks {
                 "too many webhooks from this address; try again in a second",
             );
         }
+        // Held until answered: bodies in flight are bounded whoever sends them.
+        let Ok(_slot) = self.in_flight.clone().try_acquire_owned() else {
+            return Answer::new(
+                Outcome::Busy,
+                None,
+                format!(
+                    "this hub is taking {IN_FLIGHT} webhooks at once already; try again in a few \
+                     seconds"
+                ),
+            );
+        };
         let headers = req
             .headers()
             .iter()

@@ -1,11 +1,15 @@
 //! Push webhooks from GitHub, GitLab and Gitea that fetch a GitRepo at once (design:
 //! docs/notes/issue-50-design.md §8; user docs: docs/gitops.md "Webhooks").
 //!
-//! - [`verify`], [`payload`], [`rate`]: pure — who sent it and whether a GitRepo's
-//!   `webhookSecret` signed it, what the push says and how its URL compares, how many a source
-//!   may send; [`decide`] puts them together into an [`Answer`] and the GitRepos to fetch.
+//! - [`verify`], [`payload`], [`rate`], [`index`], [`replay`], [`forwarded`]: pure — who sent
+//!   it and whether a GitRepo's `webhookSecret` signed it, what the push says and how its URL
+//!   compares, how many a source may send, the GitRepos following a URL, the deliveries handled
+//!   lately, which address sent it behind a trusted proxy; [`decide`] puts them together into an
+//!   [`Answer`] and the GitRepos to fetch, one check per distinct secret ([`groups`]).
 //! - [`listener`]: the thin HTTP server every hub may serve (`--gitops-webhook-listen`):
-//!   bounds, rate, body, then hands the [`Delivery`] on.
+//!   bounds, rate, deliveries in flight, body, then hands the [`Delivery`] on.
+//! - [`hook`]: the controllers' hub's side — candidates from the index, verification on a
+//!   blocking thread, a replay skipped, a fetch for each GitRepo it verified for.
 //! - [`forward`]: where it goes — to this hub's GitRepos while it holds the controllers,
 //!   otherwise over NATS to the hub that does (sealed with the control plane's key), whose
 //!   subscription the GitRepo family runs. Verification runs only there, next to the Secrets.
@@ -15,9 +19,13 @@
 //! fetched only when the delivery verifies with its own Secret.
 
 pub mod forward;
+pub mod forwarded;
+pub mod hook;
+pub mod index;
 pub mod listener;
 pub mod payload;
 pub mod rate;
+pub mod replay;
 pub mod verify;
 
 #[cfg(test)]
@@ -25,17 +33,17 @@ mod tests;
 
 use crate::keys::ObjectRef;
 use bytes::Bytes;
-use flotilla_api::v1::GitRepoSpec;
 use std::collections::BTreeMap;
-use verify::{Event, Headers, Provider, Unverified};
+use verify::{Event, Headers, Provider, Secret};
 
 /// Largest body taken (GitHub caps its payloads at 25 MB; a push's fields are near the top, but
 /// the whole body is what is signed).
 pub const MAX_BODY: usize = 1024 * 1024;
 
 /// A webhook as received: the headers the checks read ([`verify::HEADERS`]), the body, and the
-/// GitRepo its path names (`None`: every GitRepo following the pushed repository).
-#[derive(Debug, Clone, Default)]
+/// GitRepo its path names (`None`: every GitRepo following the pushed repository). Its `Debug`
+/// shows no GitLab token (the secret itself) and no body.
+#[derive(Clone, Default)]
 pub struct Delivery {
     /// Lower-case names, one value each.
     pub headers: Headers,
@@ -43,6 +51,28 @@ pub struct Delivery {
     pub body: Bytes,
     /// `/hooks/gitrepos/{namespace}/{name}`.
     pub target: Option<ObjectRef>,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: BTreeMap<&str, &str> = self
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let shown = if k == "x-gitlab-token" {
+                    "<redacted>"
+                } else {
+                    v.as_str()
+                };
+                (k.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("Delivery")
+            .field("headers", &headers)
+            .field("body", &format_args!("<{} bytes>", self.body.len()))
+            .field("target", &self.target)
+            .finish()
+    }
 }
 
 /// How a delivery ended (the `result` label of `flotilla_hub_gitops_webhooks_total`).
@@ -55,6 +85,9 @@ pub enum Outcome {
     Ignored,
     /// GitHub's ping, verified (200).
     Ping,
+    /// Verified, but handled already lately (the same signed body or delivery id): nothing
+    /// fetched or written (200).
+    Replayed,
     /// Signed with no GitRepo's secret, or unsigned (401).
     Unauthorized,
     /// No GitRepo follows the repository, or the path names none: 401 with the same sentence
@@ -74,6 +107,8 @@ pub enum Outcome {
     NotFound,
     /// No hub holding the controllers answered (503).
     Unavailable,
+    /// As many deliveries in flight as the hub takes at once (503; the sender may retry).
+    Busy,
 }
 
 impl Outcome {
@@ -83,6 +118,7 @@ impl Outcome {
             Outcome::Triggered => "triggered",
             Outcome::Ignored => "ignored",
             Outcome::Ping => "ping",
+            Outcome::Replayed => "replayed",
             Outcome::Unauthorized => "unauthorized",
             Outcome::UnknownRepo => "unknown_repo",
             Outcome::WrongEvent => "wrong_event",
@@ -91,6 +127,7 @@ impl Outcome {
             Outcome::RateLimited => "rate_limited",
             Outcome::NotFound => "not_found",
             Outcome::Unavailable => "unavailable",
+            Outcome::Busy => "busy",
         }
     }
 
@@ -100,6 +137,7 @@ impl Outcome {
             Outcome::Triggered,
             Outcome::Ignored,
             Outcome::Ping,
+            Outcome::Replayed,
             Outcome::Unauthorized,
             Outcome::UnknownRepo,
             Outcome::WrongEvent,
@@ -108,6 +146,7 @@ impl Outcome {
             Outcome::RateLimited,
             Outcome::NotFound,
             Outcome::Unavailable,
+            Outcome::Busy,
         ]
         .into_iter()
         .find(|o| o.label() == label)
@@ -118,13 +157,13 @@ impl Outcome {
     pub fn status(self) -> u16 {
         match self {
             Outcome::Triggered => 202,
-            Outcome::Ignored | Outcome::Ping => 200,
+            Outcome::Ignored | Outcome::Ping | Outcome::Replayed => 200,
             Outcome::Unauthorized | Outcome::UnknownRepo => 401,
             Outcome::NotFound => 404,
             Outcome::WrongEvent | Outcome::BadRequest => 400,
             Outcome::TooLarge => 413,
             Outcome::RateLimited => 429,
-            Outcome::Unavailable => 503,
+            Outcome::Unavailable | Outcome::Busy => 503,
         }
     }
 }
@@ -229,27 +268,66 @@ pub fn read(d: &Delivery) -> Result<Read, Answer> {
     })
 }
 
-/// A GitRepo the push may be for (its URL matches): its key, spec, and the data of its
-/// `webhookSecret` Secret (`None`: it names none, or the Secret is missing).
+/// A GitRepo the push may be for (it follows one of its URLs): its key, what it follows, and
+/// the value of the provider's key in its `webhookSecret` Secret (`None`: it names none, the
+/// Secret is missing, or it has no such key).
 #[derive(Debug, Clone)]
-pub struct Candidate<'a> {
+pub struct Candidate {
     /// `<namespace>/<name>`.
     pub key: ObjectRef,
-    /// Its spec.
-    pub spec: &'a GitRepoSpec,
-    /// Its webhook Secret's data.
-    pub secret: Option<BTreeMap<String, Vec<u8>>>,
+    /// The branch it follows.
+    pub branch: String,
+    /// The tag or commit it is pinned at (no branch).
+    pub revision: String,
+    /// The provider's key of its webhook Secret.
+    pub secret: Option<Secret>,
 }
 
-/// Whether a GitRepo (key and spec) is one the push of `r` may be for: the path's GitRepo if it
-/// names one, and its `repo` one of the payload's URLs.
-pub fn matches(r: &Read, target: Option<&ObjectRef>, key: &ObjectRef, spec: &GitRepoSpec) -> bool {
-    target.is_none_or(|t| t == key) && r.push.urls.contains(&payload::normalise(&spec.repo))
+/// Distinct secrets a delivery is checked with at most (an HMAC over its body each); past it
+/// the remaining GitRepos are not checked, and a verified answer says how many.
+pub const MAX_SECRETS: usize = 8;
+
+/// Candidates grouped by their secret, in the order of each secret's first candidate.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Groups<'a> {
+    /// Each distinct secret checked, with the indexes of its candidates (at most
+    /// [`MAX_SECRETS`]).
+    pub checked: Vec<(&'a Secret, Vec<usize>)>,
+    /// Candidates without a secret.
+    pub without_secret: usize,
+    /// Candidates whose secret is past the first [`MAX_SECRETS`]: not checked.
+    pub unchecked: usize,
 }
 
-/// The outcome of a read delivery over its candidates, and the GitRepos to fetch with the
-/// commit the push named.
-pub fn decide(d: &Delivery, r: &Read, candidates: &[Candidate<'_>]) -> (Answer, Vec<ObjectRef>) {
+/// The candidates grouped so a delivery costs one check per distinct secret, however many
+/// GitRepos share it.
+pub fn groups(candidates: &[Candidate]) -> Groups<'_> {
+    let mut g = Groups::default();
+    for (i, c) in candidates.iter().enumerate() {
+        let Some(secret) = &c.secret else {
+            g.without_secret += 1;
+            continue;
+        };
+        if let Some((_, members)) = g.checked.iter_mut().find(|(s, _)| *s == secret) {
+            members.push(i);
+        } else if g.checked.len() < MAX_SECRETS {
+            g.checked.push((secret, vec![i]));
+        } else {
+            g.unchecked += 1;
+        }
+    }
+    g
+}
+
+/// The outcome of a read delivery over its candidates (and `left_out`: GitRepos following it
+/// past [`index::MAX_CANDIDATES`]), and the GitRepos to fetch with the commit the push named.
+/// CPU-bound (an HMAC over the body per distinct secret): run off the async workers.
+pub fn decide(
+    d: &Delivery,
+    r: &Read,
+    candidates: &[Candidate],
+    left_out: usize,
+) -> (Answer, Vec<ObjectRef>) {
     let p = Some(r.provider);
     let url = quoted(r.push.urls.first().map_or("", String::as_str));
     if candidates.is_empty() {
@@ -257,26 +335,23 @@ pub fn decide(d: &Delivery, r: &Read, candidates: &[Candidate<'_>]) -> (Answer, 
             Some(t) => format!("GitRepo {t} does not exist or does not follow {url}"),
             None => format!("no GitRepo follows {url}"),
         };
+        let what = format!("{what} ({})", payload::COMPARED);
         return (
             Answer::unverified(Outcome::UnknownRepo, p, what),
             Vec::new(),
         );
     }
-    let mut verified = Vec::new();
-    let mut without_secret = 0;
-    for c in candidates {
-        let Some(data) = &c.secret else {
-            without_secret += 1;
-            continue;
-        };
-        match verify::verify(r.provider, &d.headers, &d.body, data) {
-            Ok(()) => verified.push(c),
-            Err(Unverified::NoKey) => without_secret += 1,
-            Err(Unverified::Unsigned | Unverified::Malformed | Unverified::Mismatch) => {}
+    let g = groups(candidates);
+    let mut verified: Vec<&Candidate> = Vec::new();
+    for (secret, members) in &g.checked {
+        if verify::verify(r.provider, &d.headers, &d.body, secret).is_ok() {
+            verified.extend(members.iter().map(|i| &candidates[*i]));
         }
     }
+    verified.sort_by(|a, b| a.key.cmp(&b.key));
+    let skipped = g.unchecked + left_out;
     if verified.is_empty() {
-        let why = if without_secret == candidates.len() {
+        let mut why = if g.without_secret == candidates.len() {
             format!(
                 "no GitRepo following {url} has a webhookSecret with a {:?} key",
                 r.provider.secret_keys()[0]
@@ -284,28 +359,54 @@ pub fn decide(d: &Delivery, r: &Read, candidates: &[Candidate<'_>]) -> (Answer, 
         } else {
             "the signature does not verify with any webhookSecret".to_owned()
         };
+        if skipped > 0 {
+            why.push_str(&format!(
+                " ({skipped} GitRepos following it not checked: at most {} GitRepos and {} \
+                 distinct secrets a delivery)",
+                index::MAX_CANDIDATES,
+                MAX_SECRETS
+            ));
+        }
         return (
             Answer::unverified(Outcome::Unauthorized, p, why),
             Vec::new(),
         );
     }
-    let names = |cs: &[&Candidate<'_>]| {
+    let (mut answer, keys) = verified_answer(r, &verified);
+    if skipped > 0 {
+        answer.message.push_str(&format!(
+            " ({skipped} GitRepos following it were not checked: at most {} GitRepos and {} \
+             distinct webhookSecrets a delivery; let GitRepos following one repository share \
+             a Secret)",
+            index::MAX_CANDIDATES,
+            MAX_SECRETS
+        ));
+    }
+    (answer, keys)
+}
+
+/// The answer to a delivery verified for `verified`: a ping, a deleted ref, a ref none of them
+/// follows, or the fetches.
+fn verified_answer(r: &Read, verified: &[&Candidate]) -> (Answer, Vec<ObjectRef>) {
+    let p = Some(r.provider);
+    let names = |cs: &[&Candidate]| {
         cs.iter()
             .map(|c| c.key.to_string())
             .collect::<Vec<_>>()
             .join(", ")
     };
     if r.event == Event::Ping {
-        let message = format!("verified for {}", names(&verified));
+        let message = format!("verified for {}", names(verified));
         return (Answer::new(Outcome::Ping, p, message), Vec::new());
     }
     if r.push.deleted() {
         let message = format!("{} was deleted: nothing to fetch", r.push.git_ref);
         return (Answer::new(Outcome::Ignored, p, message), Vec::new());
     }
-    let fetch: Vec<&Candidate<'_>> = verified
-        .into_iter()
-        .filter(|c| payload::follows(&c.spec.branch, &c.spec.revision, &r.push.git_ref))
+    let fetch: Vec<&Candidate> = verified
+        .iter()
+        .copied()
+        .filter(|c| payload::follows(&c.branch, &c.revision, &r.push.git_ref))
         .collect();
     if fetch.is_empty() {
         let message = format!("no GitRepo here follows {}", r.push.git_ref);

@@ -107,7 +107,9 @@ pub fn parse(provider: Provider, content_type: &str, body: &[u8]) -> Result<Push
 /// A repository URL as compared: without scheme, user, port, trailing `/` or `.git`, the host
 /// lower-cased; scp-like `git@host:path` as `host/path`. So GitHub's `clone_url`
 /// (`https://github.com/o/r.git`), `ssh_url` (`git@github.com:o/r.git`) and `html_url` name one
-/// repository. The path keeps its case (GitLab's paths are case-sensitive).
+/// repository. The path keeps its case (a self-hosted server's paths may be case-sensitive),
+/// except on the hosts in [`CASELESS_HOSTS`], whose paths are not: there it is lower-cased too,
+/// so a GitRepo typed `github.com/Org/Repo` matches GitHub's `org/repo`.
 pub fn normalise(url: &str) -> String {
     let url = url.trim();
     let (rest, scp) = match url.split_once("://") {
@@ -134,8 +136,25 @@ pub fn normalise(url: &str) -> String {
         .strip_suffix(".git")
         .unwrap_or(path)
         .trim_end_matches('/');
-    format!("{}/{}", host.to_ascii_lowercase(), path)
+    let host = host.to_ascii_lowercase();
+    if CASELESS_HOSTS.contains(&host.as_str()) {
+        format!("{host}/{}", path.to_ascii_lowercase())
+    } else {
+        format!("{host}/{path}")
+    }
 }
+
+/// Hosts whose repository paths compare without case (GitHub's and GitLab's own).
+pub const CASELESS_HOSTS: [&str; 4] = [
+    "github.com",
+    "www.github.com",
+    "gitlab.com",
+    "www.gitlab.com",
+];
+
+/// How URLs are compared, for the hub's log when none matched.
+pub const COMPARED: &str = "compared without scheme, user, port, trailing / or .git, the host \
+                            lower-cased, the path's case kept except on github.com and gitlab.com";
 
 /// Whether a push of `git_ref` concerns a GitRepo following `branch` (or pinned at `revision`,
 /// a tag pushed again).

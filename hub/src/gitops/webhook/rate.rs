@@ -6,9 +6,10 @@
 //! forgotten, which would hand every sender a full bucket again (a sender rotating addresses
 //! would void the limit).
 
+use crate::webserver::source_of;
 use flotilla_hub_core::limits::TokenBucket;
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::time::Instant;
 
 /// Source addresses remembered at most.
@@ -68,20 +69,5 @@ impl Rates {
     /// Whether none is.
     pub fn is_empty(&self) -> bool {
         self.buckets.is_empty()
-    }
-}
-
-/// The source a bucket is kept for: an IPv4 address (an IPv4-mapped IPv6 one as itself), or an
-/// IPv6 address's /64.
-fn source_of(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(Ipv6Addr::from(prefix))
-            }
-        },
     }
 }

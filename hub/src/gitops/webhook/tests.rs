@@ -1,7 +1,14 @@
+use super::forward::too_large;
+use super::forwarded::client;
+use super::index::{Index, MAX_CANDIDATES};
 use super::payload::{follows, normalise};
 use super::rate::{Rates, SOURCES};
-use super::verify::{Provider, sign};
+use super::replay::{RECENT, Recent, SAME_COMMIT_EVERY, STATUS_EVERY, marks, record};
+use super::verify::{Provider, Secret, sign};
 use super::*;
+use crate::webserver::Cidr;
+use flotilla_api::v1::GitRepoSpec;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -76,22 +83,52 @@ fn data(key: &str, value: &str) -> Option<BTreeMap<String, Vec<u8>>> {
 /// A GitRepo as the decision sees it: key, spec, its webhook Secret's data.
 type Repo = (ObjectRef, GitRepoSpec, Option<BTreeMap<String, Vec<u8>>>);
 
+/// The index over `repos`, as the GitRepos' task keeps it.
+fn index_of(repos: &[Repo]) -> Index {
+    let mut index = Index::default();
+    for (k, s, _) in repos {
+        index.set(k, Some(s));
+    }
+    index
+}
+
+/// The candidates of `d` among `repos`, found and given their secrets as the hub does (only the
+/// provider's key out of each Secret).
+fn candidates_of(d: &Delivery, r: &Read, repos: &[Repo]) -> (Vec<Candidate>, usize) {
+    let (found, left_out) = index_of(repos).candidates(r, d.target.as_ref());
+    let candidates = found
+        .into_iter()
+        .map(|(key, f)| {
+            let data = repos.iter().find(|(k, _, _)| *k == key).unwrap().2.clone();
+            let secret = (!f.secret.is_empty())
+                .then_some(data)
+                .flatten()
+                .and_then(|data| {
+                    r.provider
+                        .secret_keys()
+                        .iter()
+                        .find_map(|k| data.get(*k).filter(|v| !v.is_empty()).cloned())
+                })
+                .map(Secret::new);
+            Candidate {
+                key,
+                branch: f.branch,
+                revision: f.revision,
+                secret,
+            }
+        })
+        .collect();
+    (candidates, left_out)
+}
+
 /// Reads `d` and decides it over GitRepos, matching as the hub does.
 fn run(d: &Delivery, repos: &[Repo]) -> (Answer, Vec<ObjectRef>) {
     let r = match read(d) {
         Ok(r) => r,
         Err(a) => return (a, Vec::new()),
     };
-    let candidates: Vec<Candidate<'_>> = repos
-        .iter()
-        .filter(|(k, s, _)| matches(&r, d.target.as_ref(), k, s))
-        .map(|(k, s, secret)| Candidate {
-            key: k.clone(),
-            spec: s,
-            secret: secret.clone(),
-        })
-        .collect();
-    decide(d, &r, &candidates)
+    let (candidates, left_out) = candidates_of(d, &r, repos);
+    decide(d, &r, &candidates, left_out)
 }
 
 fn shop() -> Vec<Repo> {
@@ -272,7 +309,8 @@ fn a_repository_nobody_follows_or_a_path_naming_another_gitrepo_is_refused_as_un
             &format!("ops/{}\\nforged log line", "x".repeat(500)),
         );
     let (a, _) = run(&github("s3cret", "push", long.into_bytes()), &shop());
-    assert!(a.detail.len() < 300, "cut: {}", a.detail.len());
+    let bound = 300 + super::payload::COMPARED.len();
+    assert!(a.detail.len() < bound, "cut: {}", a.detail.len());
     assert!(!a.detail.contains('\n'), "quoted: {}", a.detail);
     let mut d = github("s3cret", "push", github_push("refs/heads/main"));
     d.target = Some(ObjectRef::new("edge", "nope"));
@@ -333,9 +371,18 @@ fn urls_compare_without_scheme_user_port_dot_git_and_host_case() {
     for u in same {
         assert_eq!(normalise(u), "github.com/ops/shop", "{u}");
     }
-    assert_ne!(
-        normalise("https://github.com/Ops/shop"),
+    // GitHub's and GitLab's own paths compare without case; another server's keep theirs.
+    assert_eq!(
+        normalise("https://github.com/Ops/Shop"),
         "github.com/ops/shop"
+    );
+    assert_eq!(
+        normalise("git@GitLab.com:Team/App.git"),
+        "gitlab.com/team/app"
+    );
+    assert_ne!(
+        normalise("https://gitlab.example.com/Ops/shop"),
+        "gitlab.example.com/ops/shop"
     );
     assert_eq!(normalise("git://127.0.0.1:9418/shop.git"), "127.0.0.1/shop");
     assert_eq!(normalise("file:///srv/git/shop.git"), "/srv/git/shop");
@@ -406,4 +453,247 @@ fn a_sender_rotating_addresses_neither_resets_the_others_nor_escapes_by_ipv6() {
         20
     );
     assert!(!rates.admit(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)), now));
+}
+
+/// `n` GitRepos following ops/shop on main, the i-th with secret `s{i % secrets}`.
+fn many(n: usize, secrets: usize) -> Vec<Repo> {
+    (0..n)
+        .map(|i| {
+            (
+                ObjectRef::new("edge", &format!("shop-{i:03}")),
+                spec("https://github.com/ops/shop", "main", "hook"),
+                data("github", &format!("s{}", i % secrets)),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn gitrepos_sharing_a_secret_cost_one_check_and_distinct_secrets_are_capped() {
+    let repos = many(30, 3);
+    let d = github("s1", "push", github_push("refs/heads/main"));
+    let r = read(&d).unwrap();
+    let (candidates, left_out) = candidates_of(&d, &r, &repos);
+    assert_eq!((candidates.len(), left_out), (30, 0));
+    let g = groups(&candidates);
+    assert_eq!(g.checked.len(), 3, "one check per distinct secret");
+    assert_eq!(g.checked[1].1.len(), 10);
+    assert_eq!((g.without_secret, g.unchecked), (0, 0));
+    let (a, keys) = decide(&d, &r, &candidates, left_out);
+    assert_eq!((a.outcome, keys.len()), (Outcome::Triggered, 10), "{a:?}");
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "by key");
+
+    // Past MAX_SECRETS distinct secrets the rest are not checked, and the answer says so.
+    let repos = many(MAX_SECRETS + 4, MAX_SECRETS + 4);
+    let (candidates, _) = candidates_of(&d, &r, &repos);
+    let g = groups(&candidates);
+    assert_eq!((g.checked.len(), g.unchecked), (MAX_SECRETS, 4));
+    let (a, keys) = decide(&d, &r, &candidates, 0);
+    assert_eq!((a.outcome, keys.len()), (Outcome::Triggered, 1), "{a:?}");
+    assert!(
+        a.message
+            .contains("4 GitRepos following it were not checked"),
+        "{a:?}"
+    );
+    let late = github(
+        &format!("s{}", MAX_SECRETS + 1),
+        "push",
+        github_push("refs/heads/main"),
+    );
+    let (a, _) = decide(&late, &r, &candidates, 0);
+    assert_eq!(a.outcome, Outcome::Unauthorized, "never checked: {a:?}");
+    assert!(a.detail.contains("not checked"), "{a:?}");
+}
+
+#[test]
+fn the_index_finds_followers_by_normalised_url_and_caps_them() {
+    let repos = many(MAX_CANDIDATES + 5, 1);
+    let mut index = index_of(&repos);
+    let d = github("s0", "push", github_push("refs/heads/main"));
+    let r = read(&d).unwrap();
+    let (found, left_out) = index.candidates(&r, None);
+    assert_eq!((found.len(), left_out), (MAX_CANDIDATES, 5));
+    assert_eq!(found[0].0, ObjectRef::new("edge", "shop-000"), "by key");
+    let one = ObjectRef::new("edge", "shop-060");
+    let (found, _) = index.candidates(&r, Some(&one));
+    assert_eq!(found.len(), 1, "the path's GitRepo only");
+    // A GitRepo that moves to another repository, or goes, is no longer found.
+    index.set(
+        &one,
+        Some(&spec("https://github.com/ops/bank", "main", "hook")),
+    );
+    assert!(index.candidates(&r, Some(&one)).0.is_empty());
+    index.remove(&ObjectRef::new("edge", "shop-000"));
+    assert_eq!(index.len(), MAX_CANDIDATES + 4);
+    assert_eq!(index.candidates(&r, None).1, 3);
+    // GitHub's canonical lower-case path finds a GitRepo typed with capitals.
+    let typed = vec![(
+        ObjectRef::new("edge", "shop"),
+        spec("https://github.com/Ops/Shop.git", "main", "hook"),
+        data("github", "s3cret"),
+    )];
+    let (a, keys) = run(
+        &github("s3cret", "push", github_push("refs/heads/main")),
+        &typed,
+    );
+    assert_eq!((a.outcome, keys.len()), (Outcome::Triggered, 1), "{a:?}");
+    let bank = String::from_utf8(github_push("refs/heads/main"))
+        .unwrap()
+        .replace("ops/shop", "ops/bank");
+    let (a, _) = run(&github("s3cret", "push", bank.into_bytes()), &typed);
+    assert!(
+        a.detail.contains("path's case kept"),
+        "says what was compared: {a:?}"
+    );
+}
+
+#[test]
+fn a_replayed_delivery_is_known_by_its_body_or_its_id_and_the_memory_is_bounded() {
+    let d = github("s3cret", "push", github_push("refs/heads/main"));
+    let mut with_id = d.clone();
+    with_id
+        .headers
+        .insert("x-github-delivery".into(), "72d3162e".into());
+    let mut recent = Recent::default();
+    let first = marks(Provider::GitHub, &with_id.headers, &with_id.body);
+    assert_eq!(first.len(), 2);
+    assert!(recent.first(&first));
+    assert!(!recent.first(&first), "the same delivery again");
+    // The id is not signed: the same body under another id is still a replay.
+    assert!(!recent.first(&marks(Provider::GitHub, &d.headers, &d.body)));
+    let other = github("s3cret", "push", github_push("refs/heads/dev"));
+    let mut other_id = other.clone();
+    other_id
+        .headers
+        .insert("x-github-delivery".into(), "72d3162e".into());
+    assert!(!recent.first(&marks(Provider::GitHub, &other_id.headers, &other_id.body)));
+    let other_marks = marks(Provider::GitHub, &other.headers, &other.body);
+    assert!(recent.first(&other_marks));
+    recent.forget(&other_marks);
+    assert!(
+        recent.first(&other_marks),
+        "forgotten when no fetch started"
+    );
+    for i in 0..(RECENT + 10) {
+        let mut mark = [7u8; 32];
+        mark[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        recent.first(&[mark]);
+    }
+    assert_eq!(recent.len(), RECENT);
+    assert!(recent.first(&first), "the oldest forgotten");
+}
+
+#[test]
+fn a_gitrepos_status_records_webhooks_at_most_once_a_second_and_the_same_commit_once_a_minute() {
+    let t = Instant::now();
+    assert!(record(None, true, t));
+    assert!(!record(Some(t), false, t + Duration::from_millis(500)));
+    assert!(record(Some(t), false, t + STATUS_EVERY));
+    assert!(!record(Some(t), true, t + Duration::from_secs(30)));
+    assert!(record(Some(t), true, t + SAME_COMMIT_EVERY));
+}
+
+#[test]
+fn behind_a_trusted_proxy_the_rate_keys_on_the_right_most_untrusted_forwarded_address() {
+    let trusted: Vec<Cidr> = ["10.0.0.0/8", "2001:db8:ffff::/48"]
+        .iter()
+        .map(|c| c.parse().unwrap())
+        .collect();
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let ingress = ip("10.1.2.3");
+    // Not from a proxy: its own address, whatever it claims.
+    assert_eq!(
+        client(ip("198.51.100.7"), &["192.0.2.1"], &trusted),
+        ip("198.51.100.7")
+    );
+    assert_eq!(client(ingress, &["192.0.2.1"], &trusted), ip("192.0.2.1"));
+    // A forged left-most entry is never read; a chain of trusted proxies is walked past.
+    assert_eq!(
+        client(ingress, &["6.6.6.6, 192.0.2.1, 10.9.9.9"], &trusted),
+        ip("192.0.2.1")
+    );
+    assert_eq!(
+        client(
+            ingress,
+            &["6.6.6.6", "192.0.2.1:4711", "10.9.9.9"],
+            &trusted
+        ),
+        ip("192.0.2.1"),
+        "several headers, a port"
+    );
+    assert_eq!(
+        client(ingress, &["[2001:db8::1]:443, 2001:db8:ffff::2"], &trusted),
+        ip("2001:db8::1")
+    );
+    // Nothing usable: the last trusted hop read, never the sender's word.
+    assert_eq!(client(ingress, &[], &trusted), ingress);
+    assert_eq!(
+        client(ingress, &["junk, 10.9.9.9"], &trusted),
+        ip("10.9.9.9")
+    );
+    assert_eq!(
+        client(ingress, &["192.0.2.1"], &[]),
+        ingress,
+        "no trusted proxy"
+    );
+}
+
+#[test]
+fn address_blocks_parse_and_contain() {
+    let c: Cidr = "10.0.0.0/8".parse().unwrap();
+    assert!(c.contains("10.255.0.1".parse().unwrap()));
+    assert!(c.contains(IpAddr::V6(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped())));
+    assert!(!c.contains("11.0.0.1".parse().unwrap()));
+    let one: Cidr = "192.0.2.1".parse().unwrap();
+    assert_eq!(one.to_string(), "192.0.2.1/32");
+    assert!(!one.contains("192.0.2.2".parse().unwrap()));
+    let v6: Cidr = "2001:db8::/32".parse().unwrap();
+    assert!(v6.contains("2001:db8:1::1".parse().unwrap()));
+    assert!(!v6.contains("10.0.0.1".parse().unwrap()));
+    let all: Cidr = "0.0.0.0/0".parse().unwrap();
+    assert!(all.contains("203.0.113.1".parse().unwrap()));
+    for bad in ["10.0.0.0/33", "ten/8", "2001:db8::/129", ""] {
+        let e = bad.parse::<Cidr>().unwrap_err();
+        assert!(e.contains(&format!("{bad:?}")), "{e}");
+    }
+}
+
+#[test]
+fn neither_a_gitlab_token_nor_a_secret_shows_in_debug() {
+    let d = delivery(
+        &[
+            ("x-gitlab-event", "Push Hook"),
+            ("x-gitlab-token", "gl-token-value"),
+        ],
+        gitlab_push(),
+    );
+    let shown = format!("{d:?}");
+    assert!(!shown.contains("gl-token-value"), "{shown}");
+    assert!(
+        shown.contains("<redacted>") && shown.contains("Push Hook"),
+        "{shown}"
+    );
+    let c = Candidate {
+        key: ObjectRef::new("edge", "shop"),
+        branch: "main".into(),
+        revision: String::new(),
+        secret: Some(Secret::new(b"s3cret".to_vec())),
+    };
+    let shown = format!("{c:?}");
+    assert!(
+        !shown.contains("s3cret") && !shown.contains("115, 51"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_forward_past_the_nats_max_payload_is_413_naming_it() {
+    let a = too_large(MAX_BODY + 600, 1024 * 1024, Some(Provider::GitHub)).unwrap();
+    assert_eq!((a.outcome, a.outcome.status()), (Outcome::TooLarge, 413));
+    assert!(a.message.contains("max_payload of 1048576"), "{a:?}");
+    assert!(too_large(1000, 1024 * 1024, None).is_none());
+    assert!(
+        too_large(MAX_BODY * 4, 0, None).is_none(),
+        "unknown: not checked"
+    );
 }

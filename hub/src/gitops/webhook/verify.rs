@@ -7,7 +7,8 @@
 //! | GitLab | `X-Gitlab-Token: <secret>` | the token is the secret itself |
 //!
 //! Every comparison is in constant time (`hmac`'s `verify_slice`; the GitLab token through the
-//! SHA-256 of both sides, so not even its length shows). A secret's bytes are used as stored.
+//! SHA-256 of both sides, so not even its length shows). A secret's bytes are used as stored;
+//! only the provider's key is taken out of the Secret ([`Secret`], never shown by `Debug`).
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -89,10 +90,13 @@ pub enum Event {
 pub type Headers = BTreeMap<String, String>;
 
 /// The headers a webhook is read by; no other is kept or forwarded.
-pub const HEADERS: [&str; 11] = [
+pub const HEADERS: [&str; 14] = [
     "content-type",
     "x-github-event",
     "x-github-delivery",
+    "x-gitlab-event-uuid",
+    "x-gitea-delivery",
+    "x-gogs-delivery",
     "x-hub-signature-256",
     "x-gitlab-event",
     "x-gitlab-token",
@@ -103,11 +107,49 @@ pub const HEADERS: [&str; 11] = [
     "x-gogs-signature",
 ];
 
-/// Why a delivery does not verify with one Secret.
+/// A `webhookSecret`'s value for one provider (its first non-empty key of
+/// [`Provider::secret_keys`]): only that key is taken out of the Secret, and its bytes never
+/// show in a `Debug`.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    /// A secret's bytes, as stored.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
+    /// Its bytes (the HMAC key, or the GitLab token).
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret(<{} bytes redacted>)", self.0.len())
+    }
+}
+
+/// The id the sender gave this delivery (GitHub's `X-GitHub-Delivery`, GitLab's
+/// `X-Gitlab-Event-UUID`, Gitea's `X-Gitea-Delivery`), if any: unsigned, so it only names a
+/// delivery in the log and the replay memory, never decides alone.
+pub fn delivery_id(headers: &Headers) -> Option<&str> {
+    [
+        "x-github-delivery",
+        "x-gitlab-event-uuid",
+        "x-gitea-delivery",
+        "x-gogs-delivery",
+    ]
+    .iter()
+    .find_map(|h| headers.get(*h))
+    .map(String::as_str)
+    .filter(|id| !id.is_empty())
+}
+
+/// Why a delivery does not verify with one secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unverified {
-    /// The Secret has none of the provider's keys.
-    NoKey,
     /// The request carries no signature (or token) header.
     Unsigned,
     /// The signature header is not what the provider sends (not hex, no `sha256=`).
@@ -116,18 +158,15 @@ pub enum Unverified {
     Mismatch,
 }
 
-/// Whether `body` with `headers`, from `provider`, was signed with the Secret `data`.
+/// Whether `body` with `headers`, from `provider`, was signed with `secret` (the value of the
+/// provider's key in a GitRepo's `webhookSecret`).
 pub fn verify(
     provider: Provider,
     headers: &Headers,
     body: &[u8],
-    data: &BTreeMap<String, Vec<u8>>,
+    secret: &Secret,
 ) -> Result<(), Unverified> {
-    let secret = provider
-        .secret_keys()
-        .iter()
-        .find_map(|k| data.get(*k).filter(|v| !v.is_empty()))
-        .ok_or(Unverified::NoKey)?;
+    let secret = secret.bytes();
     match provider {
         Provider::GitHub => {
             let header = headers
@@ -166,7 +205,7 @@ fn hmac_matches(secret: &[u8], body: &[u8], hex: &str) -> Result<(), Unverified>
     let given = data_encoding::HEXLOWER_PERMISSIVE
         .decode(hex.trim().as_bytes())
         .map_err(|_| Unverified::Malformed)?;
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).map_err(|_| Unverified::NoKey)?;
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
     mac.update(body);
     mac.verify_slice(&given).map_err(|_| Unverified::Mismatch)
 }
