@@ -333,6 +333,15 @@ impl Actor {
                 }
             }
         }
+        let placements = &self.deps.placements;
+        if let Err((name, e)) =
+            super::placements::remove_all(placements, &key.namespace, &key.name).await
+        {
+            return Err(GitRepoError::Invalid(vec![format!(
+                "its Placement {}/{name} could not be deleted: {e}; try again",
+                key.namespace
+            )]));
+        }
         self.buckets.repos.purge(&key.store_key()).await?;
         self.repos.remove(key);
         self.tracked.remove(key);
@@ -525,6 +534,17 @@ impl Actor {
             return Outcome::Rendered { commit, bundles };
         }
         let key = super::key_of(repo);
+        // The inline targets' Placements first: the sets name them (one taken by a Placement
+        // this GitRepo does not own refuses the commit).
+        let sets = owned_sets(&self.deps.replicasets, &key);
+        let sets: Vec<&ManifestWorkReplicaSet> = sets.iter().map(Arc::as_ref).collect();
+        let (_, refused) = super::placements::reconcile(&self.deps.placements, repo, &sets).await;
+        if !refused.is_empty() {
+            return Outcome::Invalid {
+                commit,
+                problems: refused,
+            };
+        }
         let existing = self.deps.replicasets.list(&key.namespace);
         let refs: Vec<&ManifestWorkReplicaSet> = existing.iter().map(Arc::as_ref).collect();
         let mut writes = match rules::writes(repo, &bundles, &commit.sha, &refs) {
@@ -586,10 +606,13 @@ impl Actor {
             let repo = self.repos[&key].clone();
             let mut status = repo.status.clone().unwrap_or_default();
             let sets = owned_sets(&self.deps.replicasets, &key);
-            if rules::refresh_bundles(
-                &mut status,
-                &sets.iter().map(Arc::as_ref).collect::<Vec<_>>(),
-            ) {
+            let sets: Vec<&ManifestWorkReplicaSet> = sets.iter().map(Arc::as_ref).collect();
+            // Inline targets' Placements follow the spec (and are put back if edited).
+            let (inline, refused) =
+                super::placements::reconcile(&self.deps.placements, &repo, &sets).await;
+            let mut changed = rules::refresh_bundles(&mut status, &sets);
+            changed |= super::placements::condition(&mut status, inline, &refused);
+            if changed {
                 self.write_status(repo, status).await;
             }
         }

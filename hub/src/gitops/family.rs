@@ -14,6 +14,7 @@ use crate::gitops::grpc::GitRepoApi;
 use crate::grpc::access::Access::{Read, Write};
 use crate::grpc::access::Rows;
 use crate::grpc::access::need::*;
+use crate::placement::Placements;
 use crate::policy::Policies;
 use crate::replicaset::ReplicaSets;
 use flotilla_api::v1::git_repo_service_server::GitRepoServiceServer;
@@ -63,6 +64,7 @@ impl Recipe for GitRepoFamily {
         }
         let deps = Deps {
             replicasets: cx.need::<ReplicaSets>()?,
+            placements: cx.need::<Placements>()?,
             secrets: cx.need::<Policies>()?.hubdata().clone(),
             config: config.clone(),
         };

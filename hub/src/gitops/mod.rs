@@ -9,6 +9,8 @@
 //!   due fetch through the fetch pool (a `flotilla-git-fetch` child process per fetch, at most
 //!   `--gitops-fetches` at once and one per host), renders on a blocking thread, writes the
 //!   bundles' replica sets through [`crate::replicaset::ReplicaSets`] and the status.
+//! - [`placements`]: the Placements of inline targets (`targets[].placement`), written and
+//!   owned by their GitRepo through the placements family: a pure plan and its executor.
 //! - [`credentials`]: the hub Secret a GitRepo's `clientSecretName` names, turned into the
 //!   worker's credentials (handed over on its stdin only).
 //! - [`grpc`]: `flotilla.v1.GitRepoService`; [`family`]: the family and its `--gitops-*` flags.
@@ -24,6 +26,7 @@ pub mod actor;
 pub mod credentials;
 pub mod family;
 pub mod grpc;
+pub mod placements;
 pub mod rules;
 pub mod webhook;
 
@@ -165,6 +168,8 @@ flotilla_hub_core::buckets! {
 pub struct Deps {
     /// Where bundles are delivered.
     pub replicasets: crate::replicaset::ReplicaSets,
+    /// Where inline targets' Placements are written ([`placements`]).
+    pub placements: crate::placement::Placements,
     /// The hub Secrets a GitRepo's `clientSecretName` names ([`credentials`]).
     pub secrets: crate::policy::hubdata::HubData,
     /// Settings.
@@ -233,7 +238,8 @@ impl GitRepos {
     /// Creates or updates a GitRepo (validated: every problem named); a spec change fetches at
     /// once. Answered once stored.
     pub async fn apply(&self, repo: GitRepo) -> Result<GitRepo, GitRepoError> {
-        let errors = flotilla_gitops::source::validate(&repo);
+        let mut errors = flotilla_gitops::source::validate(&repo);
+        errors.extend(placements::validate(&repo));
         if !errors.is_empty() {
             return Err(GitRepoError::Invalid(errors));
         }

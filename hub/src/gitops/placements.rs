@@ -1,0 +1,230 @@
+//! Inline targets' Placements: a GitRepo target with `placement:` (not `placementRef:`) is
+//! delivered over a Placement the GitRepo writes and owns, `<gitrepo>-<target>` in its
+//! namespace, labelled `apps.flotilla.io/gitrepo: <gitrepo>`
+//! ([`flotilla_gitops::targets::placement`]).
+//!
+//! [`plan`] (pure) says which owned Placements to write (new, or their spec changed: the
+//! target changed, or someone edited it) and which to delete (no inline target wants it and
+//! none of the GitRepo's replica sets still names it — a removed target's Placement goes once
+//! the bundles moved off it, so their works are not left without a placement first). A
+//! Placement of that name the GitRepo does not own is never overwritten: the target is refused
+//! and the status says so. [`reconcile`] carries a plan out through the placements family's
+//! handle, which validates each one exactly as a user's Placement; [`validate`] runs that
+//! validation when the GitRepo is applied, each error renamed to the target's field.
+
+use crate::placement::{PlacementError, Placements};
+use flotilla_api::meta::{self, status as cstatus};
+use flotilla_api::v1::{GitRepo, GitRepoStatus, ManifestWorkReplicaSet, Placement};
+use flotilla_gitops::targets::{self, owned_by};
+use std::collections::BTreeSet;
+
+/// Condition: every inline target's Placement is written (False: which target and why).
+/// Absent when the GitRepo has no inline target.
+pub const PLACED: &str = "TargetsPlaced";
+
+/// What one GitRepo's owned Placements need.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// Placements to write (new, or their spec or owner label differ from the target's).
+    pub apply: Vec<Placement>,
+    /// Owned Placements (by name, in the GitRepo's namespace) to delete.
+    pub delete: Vec<String>,
+    /// Inline targets refused: their Placement's name is taken by one the GitRepo does not own.
+    pub problems: Vec<String>,
+    /// Inline targets the GitRepo has.
+    pub inline: usize,
+}
+
+/// The plan for `repo` over the Placements of its namespace (`existing`), given the Placements
+/// its replica sets name now (`referenced`).
+pub fn plan(repo: &GitRepo, existing: &[&Placement], referenced: &BTreeSet<&str>) -> Plan {
+    let m = repo.metadata.clone().unwrap_or_default();
+    let by_name = |name: &str| {
+        existing
+            .iter()
+            .find(|p| p.metadata.as_ref().is_some_and(|pm| pm.name == name))
+            .copied()
+    };
+    let owned = targets::owned_placements(repo);
+    let mut out = Plan {
+        inline: owned.len(),
+        ..Plan::default()
+    };
+    for (i, t, want) in &owned {
+        let name = targets::owned_name(&m.name, &t.name);
+        match by_name(&name) {
+            Some(old) if !owned_by(old, &m.name) => out.problems.push(format!(
+                "spec.targets[{i}] ({}): Placement {}/{name} exists and does not belong to this \
+                 GitRepo (no label {}={}); rename the target or remove that Placement",
+                t.name,
+                m.namespace,
+                flotilla_gitops::source::GITREPO_LABEL,
+                m.name
+            )),
+            Some(old) if old.spec == want.spec => {}
+            _ => out.apply.push(want.clone()),
+        }
+    }
+    let wanted: BTreeSet<String> = owned
+        .iter()
+        .map(|(_, t, _)| targets::owned_name(&m.name, &t.name))
+        .collect();
+    for p in existing {
+        let name = p.metadata.as_ref().map_or("", |pm| pm.name.as_str());
+        if owned_by(p, &m.name) && !wanted.contains(name) && !referenced.contains(name) {
+            out.delete.push(name.to_owned());
+        }
+    }
+    out
+}
+
+/// The Placements `sets` name (a GitRepo's replica sets).
+pub fn referenced<'a>(sets: &[&'a ManifestWorkReplicaSet]) -> BTreeSet<&'a str> {
+    sets.iter()
+        .filter_map(|rs| rs.spec.as_ref())
+        .flat_map(|s| s.placement_refs.iter().map(|p| p.name.as_str()))
+        .collect()
+}
+
+/// Every problem of `repo`'s inline targets' Placements under the placements family's own
+/// validation (what it would refuse of a user's Placement), each renamed to the target's field.
+pub fn validate(repo: &GitRepo) -> Vec<String> {
+    targets::owned_placements(repo)
+        .into_iter()
+        .filter_map(|(i, t, p)| match Placements::validate(&p) {
+            Err(PlacementError::Invalid(errors)) => Some(rename(i, &t.name, &errors)),
+            Err(other) => Some(format!("spec.targets[{i}].placement: {other}")),
+            Ok(_) => None,
+        })
+        .collect()
+}
+
+/// The placements family's errors (`; `-joined, each `path: message`) with the Placement's
+/// paths turned into inline target `i`'s.
+fn rename(i: usize, target: &str, errors: &str) -> String {
+    let at = format!("spec.targets[{i}].placement");
+    let predicate = "spec.predicates[0].requiredClusterSelector";
+    let table = [
+        (
+            format!("{predicate}.labelSelector"),
+            format!("{at}.clusterSelector"),
+        ),
+        (
+            format!("{predicate}.claimSelector"),
+            format!("{at}.claimSelector"),
+        ),
+        (
+            format!("{predicate}.celSelector"),
+            format!("{at}.clusterName"),
+        ),
+        ("spec.predicates".to_owned(), format!("{at}.clusterName")),
+        (
+            "metadata.name".to_owned(),
+            format!(
+                "spec.targets[{i}].name ({target}: the Placement's name is <gitrepo>-<target>)"
+            ),
+        ),
+        ("spec.".to_owned(), format!("{at}.")),
+    ];
+    errors
+        .split("; ")
+        .map(|e| {
+            table
+                .iter()
+                .find_map(|(from, to)| {
+                    e.strip_prefix(from.as_str())
+                        .map(|rest| format!("{to}{rest}"))
+                })
+                .unwrap_or_else(|| e.to_owned())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The `TargetsPlaced` condition after a reconcile with `problems` over `inline` inline
+/// targets; whether it changed.
+pub fn condition(status: &mut GitRepoStatus, inline: usize, problems: &[String]) -> bool {
+    if inline == 0 && problems.is_empty() {
+        return meta::remove_condition(&mut status.conditions, PLACED);
+    }
+    if problems.is_empty() {
+        let message = format!("{inline} inline targets' Placements written");
+        meta::set_condition(
+            &mut status.conditions,
+            PLACED,
+            cstatus::TRUE,
+            "Placed",
+            &message,
+        )
+    } else {
+        let message = problems.join("; ");
+        meta::set_condition(
+            &mut status.conditions,
+            PLACED,
+            cstatus::FALSE,
+            "Refused",
+            &message,
+        )
+    }
+}
+
+/// Carries out `repo`'s plan over the Placements of its namespace now, its replica sets being
+/// `sets`; every problem (a name taken, a write refused or failed), and how many inline targets
+/// it has.
+pub async fn reconcile(
+    placements: &Placements,
+    repo: &GitRepo,
+    sets: &[&ManifestWorkReplicaSet],
+) -> (usize, Vec<String>) {
+    let namespace = repo.metadata.as_ref().map_or("", |m| m.namespace.as_str());
+    let views = placements.list(namespace);
+    let existing: Vec<&Placement> = views.iter().map(|v| &v.placement).collect();
+    let plan = plan(repo, &existing, &referenced(sets));
+    let mut problems = plan.problems;
+    for p in plan.apply {
+        let name = p
+            .metadata
+            .as_ref()
+            .map_or(String::new(), |m| m.name.clone());
+        match placements.apply(p).await {
+            Ok(_) => tracing::info!(placement = %name, "inline target's Placement written"),
+            Err(e) => problems.push(format!("Placement {namespace}/{name}: {e}")),
+        }
+    }
+    for name in plan.delete {
+        match placements.delete(namespace, &name).await {
+            Ok(()) | Err(PlacementError::NotFound(_)) => {
+                tracing::info!(placement = %name, "inline target's Placement deleted")
+            }
+            Err(e) => problems.push(format!(
+                "Placement {namespace}/{name} (its target is gone): {e}"
+            )),
+        }
+    }
+    (plan.inline, problems)
+}
+
+/// Deletes every Placement GitRepo `namespace/name` owns (it is being deleted; its replica
+/// sets went first).
+pub async fn remove_all(
+    placements: &Placements,
+    namespace: &str,
+    name: &str,
+) -> Result<(), (String, PlacementError)> {
+    let owned: Vec<String> = placements
+        .list(namespace)
+        .iter()
+        .filter(|v| owned_by(&v.placement, name))
+        .filter_map(|v| v.placement.metadata.as_ref().map(|m| m.name.clone()))
+        .collect();
+    for p in owned {
+        match placements.delete(namespace, &p).await {
+            Ok(()) | Err(PlacementError::NotFound(_)) => {}
+            Err(e) => return Err((p, e)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
