@@ -305,12 +305,13 @@ impl GitRepos {
         });
         let mut rows = Vec::new();
         for rs in sets {
-            let m = rs.metadata.clone().unwrap_or_default();
-            let bundle = m
-                .labels
-                .get(flotilla_gitops::source::BUNDLE_LABEL)
-                .cloned()
-                .unwrap_or_else(|| m.name.clone());
+            let Some(m) = rs.metadata.as_ref() else {
+                continue;
+            };
+            let bundle = m.labels.get(flotilla_gitops::source::BUNDLE_LABEL);
+            let bundle = bundle.unwrap_or(&m.name);
+            // Each set's works come from the works inventory's owner index (in their number,
+            // not the fleet's: a page view once scanned every work per bundle).
             let found = self.sets.rows(namespace, &m.name).unwrap_or_default();
             for r in found {
                 if !state.is_empty() && r.state.name() != state {

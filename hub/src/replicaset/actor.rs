@@ -1,20 +1,27 @@
 //! One task per ManifestWorkReplicaSet. It reconciles when its placements' decisions change,
 //! when one of its works changes, when the rollout asks to be looked at again (a soak ends, a
-//! deadline passes), and every 30 s: the rollout step (`flotilla_rollout::step`) decides which
+//! deadline passes), when a cluster's labels move it to another per-target variant (followed
+//! only while the set has variants: a plain set is not woken by the fleet's cluster writes),
+//! and every 30 s: the rollout step (`flotilla_rollout::step`) decides which
 //! clusters get the current template now; clusters that left the decisions lose their work.
 //! A reconcile gathers the works and the placements' decisions, asks [`plan`] (pure) what to
 //! do and what the status is, and carries it out.
 
 mod plan;
 
-use super::rules::variant::{self, Pick};
+use super::rules::variant::{self, Picks};
 use super::rules::{self, REPLICASET_LABEL};
 use super::{Deps, ReplicaSetInventory};
+use crate::inventory::Change;
 use crate::keys::ObjectRef;
 use crate::store::Bucket;
-use flotilla_api::v1::{ManifestWork, ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus};
+use flotilla_api::v1::{
+    ManagedCluster, ManifestWork, ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus,
+};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::{mpsc, oneshot};
 
 /// Condition: every placement exists.
@@ -45,7 +52,7 @@ struct Actor {
     owner: String,
     /// With per-target variants: each decided cluster's decision group and pick at the last
     /// reconcile (a cluster change that moves a pick reconciles at once).
-    picked: BTreeMap<String, (String, Pick)>,
+    picked: Picks,
 }
 
 /// Starts the actor of `rs`.
@@ -64,7 +71,7 @@ pub fn spawn(
         bucket,
         views,
         owner: rules::owner_label(&namespace, &name),
-        picked: BTreeMap::new(),
+        picked: Picks::new(),
     };
     let span = tracing::info_span!("replicaset", namespace = %namespace, name = %name);
     tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
@@ -81,7 +88,7 @@ impl Actor {
         let (namespace, _) = name_of(&self.rs);
         let mut placements = self.deps.placements.subscribe();
         let mut works = self.deps.works.subscribe();
-        let mut clusters = self.deps.inventory.subscribe();
+        let mut clusters = self.follow_clusters(None);
         let mut next = Some(tokio::time::Instant::now());
         loop {
             let wake = next.unwrap_or_else(|| tokio::time::Instant::now() + RESYNC);
@@ -89,6 +96,7 @@ impl Actor {
                 msg = rx.recv() => match msg {
                     Some(Msg::Spec(rs)) => {
                         self.rs = *rs;
+                        clusters = self.follow_clusters(clusters);
                         next = Some(tokio::time::Instant::now());
                     }
                     Some(Msg::Delete(done)) => {
@@ -116,13 +124,17 @@ impl Actor {
                         next = Some(soon().min(next.unwrap_or_else(soon)));
                     }
                 }
-                change = clusters.recv() => {
-                    // A label change can move a cluster to another per-target variant.
-                    let relevant = !variant::variants(&self.rs).is_empty()
-                        && match &change {
-                            Ok(c) => self.moved(&c.key, &c.object),
-                            Err(_) => true,
-                        };
+                change = next_change(&mut clusters) => {
+                    // A label change can move a cluster to another per-target variant; changes
+                    // missed (lagged) may have.
+                    let relevant = match &change {
+                        Ok(c) => self.moved(&c.key, &c.object),
+                        Err(RecvError::Lagged(_)) => true,
+                        Err(RecvError::Closed) => {
+                            clusters = None;
+                            false
+                        }
+                    };
                     if relevant {
                         next = Some(soon().min(next.unwrap_or_else(soon)));
                     }
@@ -137,18 +149,31 @@ impl Actor {
         }
     }
 
+    /// The cluster changes to follow: while the set has per-target variants, `held` or a new
+    /// subscription (the reconcile a new spec starts covers what a new one missed); without,
+    /// none, so that a plain set is not woken by every cluster write of the fleet.
+    fn follow_clusters(
+        &self,
+        held: Option<broadcast::Receiver<Change<ManagedCluster>>>,
+    ) -> Option<broadcast::Receiver<Change<ManagedCluster>>> {
+        if variant::variants(&self.rs).is_empty() {
+            return None;
+        }
+        held.or_else(|| Some(self.deps.inventory.subscribe()))
+    }
+
     /// Whether a label change moved a decided cluster to another per-target variant.
-    fn moved(&self, cluster: &str, mc: &flotilla_api::v1::ManagedCluster) -> bool {
-        let Some((group, was)) = self.picked.get(cluster) else {
+    fn moved(&self, cluster: &str, mc: &ManagedCluster) -> bool {
+        let Some(was) = self.picked.get(cluster) else {
             return false;
         };
         let labels = mc.metadata.as_ref().map(|m| &m.labels);
         let f = variant::Facts {
             name: cluster,
             labels,
-            group,
+            group: &was.group,
         };
-        variant::pick(variant::variants(&self.rs), &f) != *was
+        variant::pick(variant::variants(&self.rs), &f) != was.pick
     }
 
     fn refs(&self) -> impl Iterator<Item = &str> {
@@ -166,7 +191,7 @@ impl Actor {
     }
 
     /// The works this replica set made, by cluster.
-    fn my_works(&self) -> BTreeMap<String, std::sync::Arc<ManifestWork>> {
+    fn my_works(&self) -> BTreeMap<String, Arc<ManifestWork>> {
         works_of(&self.deps.works, &self.owner)
     }
 
@@ -190,16 +215,12 @@ impl Actor {
                 })
             })
             .collect();
-        let decided: Vec<(String, flotilla_rollout::GroupKey)> = placements
-            .iter()
-            .flatten()
-            .flat_map(|d| d.clusters.iter().cloned())
-            .collect();
-        let picks = picks(&self.rs, &self.deps, &decided);
-        self.picked = decided
-            .iter()
-            .filter_map(|(c, g)| Some((c.clone(), (g.name.clone(), *picks.get(c)?))))
-            .collect();
+        let decided = placements.iter().flatten().flat_map(|d| {
+            d.clusters
+                .iter()
+                .map(|(c, g)| (c.as_str(), g.name.as_str()))
+        });
+        let picks = picks(&self.rs, &self.deps, decided);
         let mut plan = plan::plan(
             &self.rs,
             &hash,
@@ -209,12 +230,10 @@ impl Actor {
             SystemTime::now(),
         );
         for (cluster, placement) in &plan.start {
-            let pick = picks.get(cluster).copied().unwrap_or(Pick::Base);
+            let pick = variant::pick_of(&picks, cluster);
             let wanted = variant::hash(&self.rs, &hash, pick).unwrap_or(&hash);
-            let mut work = rules::work_for(&self.rs, cluster, placement, wanted);
-            if let Some(template) = variant::template(&self.rs, pick) {
-                work.spec = Some(template.clone());
-            }
+            let spec = variant::template(&self.rs, pick).or_else(|| rules::template_of(&self.rs));
+            let work = rules::work_for(&self.rs, cluster, placement, wanted, spec);
             let applied = match self.deps.clusters.get_or_spawn(cluster) {
                 Ok(handle) => handle.apply_work(work).await,
                 Err(e) => Err(e),
@@ -225,6 +244,7 @@ impl Actor {
                 plan.recheck = Some(plan.recheck.map_or(retry, |r| r.min(retry)));
             }
         }
+        self.picked = picks;
         for cluster in &plan.remove {
             if let Some(handle) = self.deps.clusters.get(cluster) {
                 tracing::info!(cluster = %cluster, "cluster left the decisions; removing its work");
@@ -282,44 +302,40 @@ impl Actor {
     }
 }
 
-/// Each decided cluster's per-target pick (`decided`: over the placements, in order; the first
-/// decision of a cluster counts), from the cluster inventory's labels; empty without variants.
-pub(super) fn picks(
+/// Each decided cluster's per-target pick and group (`decided`: `(cluster, group)` over the
+/// placements, in order; the first decision of a cluster counts), from the cluster inventory's
+/// labels read in place; empty without variants.
+pub(super) fn picks<'a>(
     rs: &ManifestWorkReplicaSet,
     deps: &Deps,
-    decided: &[(String, flotilla_rollout::GroupKey)],
-) -> BTreeMap<String, Pick> {
-    variant::picks(
-        rs,
-        decided.iter().map(|(c, g)| (c.as_str(), g.name.as_str())),
-        |c| {
-            deps.inventory
-                .get(c)
-                .map(|mc| std::sync::Arc::new(mc.metadata.clone().unwrap_or_default().labels))
-        },
-    )
+    decided: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Picks {
+    variant::picks(rs, decided, |c| deps.inventory.get(c))
 }
 
-/// The works of the replica set whose owner label is `owner`, by cluster.
+/// The works of the replica set whose owner label is `owner`, by cluster (from the works
+/// inventory's owner index: in their number, not the fleet's).
 pub(super) fn works_of(
     works: &crate::inventory::WorkInventory,
     owner: &str,
-) -> BTreeMap<String, std::sync::Arc<ManifestWork>> {
+) -> BTreeMap<String, Arc<ManifestWork>> {
     works
-        .snapshot()
+        .owned_by(owner)
         .into_iter()
-        .filter(|w| {
-            w.metadata
-                .as_ref()
-                .and_then(|m| m.labels.get(REPLICASET_LABEL))
-                .is_some_and(|o| o == owner)
-        })
-        .filter_map(|w| {
+        .filter_map(|(_, w)| {
             let cluster = w.metadata.as_ref()?.namespace.clone();
             // Statuses are held encoded: decoded for this set's works only.
-            Some((cluster, std::sync::Arc::new(w.to_work())))
+            Some((cluster, Arc::new(w.to_work())))
         })
         .collect()
+}
+
+/// The next change from `feed`; never, without one.
+async fn next_change<T: Clone>(feed: &mut Option<broadcast::Receiver<T>>) -> Result<T, RecvError> {
+    match feed {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn soon() -> tokio::time::Instant {

@@ -165,37 +165,21 @@ impl ReplicaSets {
         let key = key_of(&rs);
         let stored = self.inner.bucket.get(&key.store_key()).await?;
         rules::owner::may_write(stored.as_ref().map(|(s, _)| s), writer, Change::Apply)?;
-        let template = |r: &ManifestWorkReplicaSet| {
-            r.spec
-                .as_ref()
-                .and_then(|s| s.manifest_work_template.clone())
-        };
-        let spec_changed = stored.as_ref().is_some_and(|(old, _)| old.spec != rs.spec);
-        let new_template = template(&rs);
-        let m = rs.metadata.get_or_insert_with(Default::default);
-        match &stored {
+        // Per-target variants are the GitRepo's to write (a user's --force keeps them).
+        let by_gitrepo = matches!(writer, Writer::GitRepo(_));
+        match stored {
             Some((old, _)) => {
-                let om = old.metadata.clone().unwrap_or_default();
-                crate::identity::keep(m, &om, spec_changed);
-                rs.status = old.status.clone();
-                let mut hub = old.hub.clone().unwrap_or_default();
-                if template(old) != new_template {
-                    hub.previous_template = template(old);
-                }
-                if matches!(writer, Writer::GitRepo(_)) {
-                    // Per-target variants are the GitRepo's to write (a user's --force keeps them).
-                    hub.variants = rs.hub.take().map(|h| h.variants).unwrap_or_default();
-                }
-                rs.hub = Some(hub);
+                rules::revision::next(old, &mut rs, by_gitrepo);
             }
             None => {
-                crate::identity::create(m);
+                crate::identity::create(rs.metadata.get_or_insert_with(Default::default));
                 rs.status = None;
-                if !matches!(writer, Writer::GitRepo(_)) {
+                if !by_gitrepo {
                     rs.hub = None;
                 }
             }
         }
+        let m = rs.metadata.get_or_insert_with(Default::default);
         m.resource_version = 0;
         let rev = self.inner.bucket.put(&key.store_key(), &rs).await?;
         if let Some(m) = rs.metadata.as_mut() {
@@ -211,8 +195,8 @@ impl ReplicaSets {
         Ok(rs)
     }
 
-    /// `pause`, `resume` or `undo` (back to the template before the last change, which starts a
-    /// new rollout of it), as a user.
+    /// `pause`, `resume` or `undo` (back to the template, and the per-target variants, before
+    /// the last change, which starts a new rollout of them), as a user.
     pub async fn rollout(
         &self,
         namespace: &str,
@@ -240,22 +224,13 @@ impl ReplicaSets {
             Change::PauseOrResume
         };
         rules::owner::may_write(Some(&rs), writer, change)?;
-        let mut hub = rs.hub.clone().unwrap_or_default();
         match action {
-            "pause" => hub.paused = true,
-            "resume" => hub.paused = false,
+            "pause" | "resume" => {
+                rs.hub.get_or_insert_with(Default::default).paused = action == "pause";
+            }
+            // The template and the per-target variants go back together.
             "undo" => {
-                let Some(previous) = hub.previous_template.take() else {
-                    return Err(ReplicaSetError::Invalid(vec![format!(
-                        "{}: no previous template to go back to",
-                        key.inventory_key()
-                    )]));
-                };
-                let spec = rs.spec.get_or_insert_with(Default::default);
-                hub.previous_template = spec.manifest_work_template.replace(previous);
-                if let Some(m) = rs.metadata.as_mut() {
-                    m.generation += 1;
-                }
+                rules::revision::undo(&mut rs).map_err(|e| ReplicaSetError::Invalid(vec![e]))?
             }
             other => {
                 return Err(ReplicaSetError::Invalid(vec![format!(
@@ -263,7 +238,6 @@ impl ReplicaSets {
                 )]));
             }
         }
-        rs.hub = Some(hub);
         let rev = self.inner.bucket.put(&key.store_key(), &rs).await?;
         if let Some(m) = rs.metadata.as_mut() {
             m.resource_version = rev;
@@ -297,10 +271,14 @@ impl ReplicaSets {
             .flat_map(|view| view.decided_by_group())
             .collect();
         let hash = rules::template_hash(&rs);
-        let picks = actor::picks(&rs, &self.inner.deps, &decided);
+        let picks = actor::picks(
+            &rs,
+            &self.inner.deps,
+            decided.iter().map(|(c, g)| (c.as_str(), g.name.as_str())),
+        );
         let names: Vec<String> = decided.into_iter().map(|(c, _)| c).collect();
         Some(rules::state::rows_by(&names, &works, |c| {
-            let pick = picks.get(c).copied().unwrap_or(rules::variant::Pick::Base);
+            let pick = rules::variant::pick_of(&picks, c);
             rules::variant::hash(&rs, &hash, pick).map(str::to_owned)
         }))
     }

@@ -13,6 +13,7 @@ use flotilla_api::v1::{
     RolloutStrategy,
 };
 use flotilla_hub::Hub;
+use flotilla_hub::replicaset::rules::owner::GITREPO_LABEL;
 use flotilla_hub::replicaset::rules::{REPLICASET_LABEL, TEMPLATE_HASH_ANNOTATION};
 use flotilla_testkit::NatsServer;
 use std::time::Duration;
@@ -551,6 +552,121 @@ async fn settings_that_do_not_fit_are_noted_and_orphan_keeps_works() {
     .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(my_works(&hub).len(), 2, "orphaned works were deleted");
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}
+
+/// Each converged work of replica set `default/<name>`: its cluster and template hash.
+fn hashes_of(hub: &Hub, name: &str) -> std::collections::BTreeMap<String, String> {
+    let owner = format!("default.{name}");
+    hub.works
+        .snapshot()
+        .into_iter()
+        .map(|w| w.to_work())
+        .filter(|w| {
+            w.metadata
+                .as_ref()
+                .is_some_and(|m| m.labels.get(REPLICASET_LABEL) == Some(&owner))
+                && converged(w)
+        })
+        .map(|w| (w.metadata.as_ref().unwrap().namespace.clone(), hash(&w)))
+        .collect()
+}
+
+/// Waits until `check` holds, saying `what` when it does not in time.
+async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + SOON;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Session-15 review B.12: a replica set follows the fleet's cluster writes only while it has
+/// per-target variants — a plain one holds no subscription to them, so 10,000 reconnecting
+/// clusters do not wake 1,000 sets — and with variants a relabelled cluster still moves.
+#[tokio::test]
+async fn only_a_set_with_variants_follows_cluster_changes() {
+    use flotilla_api::v1::{LabelSelector, ReplicaSetHubState, TemplateVariant};
+    use flotilla_hub::replicaset::Writer;
+    let nats = NatsServer::start();
+    let hub = start_hub(hub_config(&nats.url())).await;
+    let agents = setup(&hub, &nats, &["edge-1", "edge-2"]).await;
+    let all_at_once = RolloutStrategy {
+        r#type: "All".into(),
+        ..Default::default()
+    };
+    let followers = hub.inventory.subscribers();
+    let mut api = replica_sets(&hub).await;
+    api.apply_replica_set(replica_set("plain", all_at_once.clone()))
+        .await
+        .unwrap();
+    wait_for("the plain set did not converge", || {
+        hashes_of(&hub, "settings").len() == 2
+    })
+    .await;
+    assert_eq!(
+        hub.inventory.subscribers(),
+        followers,
+        "a set without variants follows no cluster change"
+    );
+
+    // A GitRepo's set whose variant selects `size=big`.
+    let mut custom = replica_set("base", all_at_once.clone());
+    let m = custom.metadata.as_mut().unwrap();
+    m.name = "custom".into();
+    m.labels
+        .insert(GITREPO_LABEL.to_string(), "shop".to_string());
+    let big = replica_set("big", all_at_once)
+        .spec
+        .unwrap()
+        .manifest_work_template;
+    custom.hub = Some(ReplicaSetHubState {
+        variants: vec![TemplateVariant {
+            name: "big".into(),
+            cluster_selector: Some(LabelSelector {
+                match_labels: [("size".to_string(), "big".to_string())].into(),
+                ..Default::default()
+            }),
+            template: big,
+            content: "ab".repeat(32),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let sets = hub.replicasets();
+    sets.apply_as(custom.clone(), Writer::GitRepo("shop"))
+        .await
+        .unwrap();
+    wait_for("the set with variants did not converge", || {
+        hashes_of(&hub, "custom").len() == 2
+    })
+    .await;
+    assert_eq!(hub.inventory.subscribers(), followers + 1);
+    let base = hashes_of(&hub, "custom")["edge-1"].clone();
+    label(&hub, "edge-2", &[("size", "big")], &[]).await;
+    wait_for("the relabelled cluster did not move to its variant", || {
+        let now = hashes_of(&hub, "custom");
+        now.get("edge-2").map(String::as_str) == Some("abababababababab")
+            && now.get("edge-1") == Some(&base)
+    })
+    .await;
+
+    // The variants gone: it lets the cluster changes go, and edge-2 is back on the base.
+    custom.hub = None;
+    sets.apply_as(custom, Writer::GitRepo("shop"))
+        .await
+        .unwrap();
+    wait_for("the set still follows cluster changes", || {
+        hub.inventory.subscribers() == followers
+    })
+    .await;
+    wait_for("edge-2 did not go back to the base", || {
+        hashes_of(&hub, "custom").get("edge-2") == Some(&base)
+    })
+    .await;
     for a in agents {
         a.stop().await;
     }

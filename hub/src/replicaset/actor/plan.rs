@@ -5,7 +5,7 @@
 //! applies and deletes works, and writes the status.
 
 use super::super::rules;
-use super::super::rules::variant::{self, Pick};
+use super::super::rules::variant::{self, Picks};
 use super::{COND_MANIFESTWORK_APPLIED, COND_PLACEMENT_ROLLED_OUT, COND_PLACEMENT_VERIFIED};
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{
@@ -65,7 +65,7 @@ fn paused(rs: &ManifestWorkReplicaSet) -> bool {
 pub fn plan(
     rs: &ManifestWorkReplicaSet,
     hash: &str,
-    picks: &BTreeMap<String, Pick>,
+    picks: &Picks,
     works: &BTreeMap<String, Arc<ManifestWork>>,
     placements: &[Option<Decided>],
     now: SystemTime,
@@ -100,7 +100,7 @@ pub fn plan(
 struct Planner<'a> {
     rs: &'a ManifestWorkReplicaSet,
     hash: &'a str,
-    picks: &'a BTreeMap<String, Pick>,
+    picks: &'a Picks,
     works: &'a BTreeMap<String, Arc<ManifestWork>>,
     now: SystemTime,
     plan: Plan,
@@ -145,7 +145,7 @@ impl Planner<'_> {
             if self.wanted.contains_key(c) {
                 continue; // an earlier placement already covers it
             }
-            let pick = self.picks.get(c).copied().unwrap_or(Pick::Base);
+            let pick = variant::pick_of(self.picks, c);
             let Some(hash) = variant::hash(self.rs, self.hash, pick) else {
                 continue; // a customization deploys nothing there: its work goes
             };

@@ -2,11 +2,13 @@
 //! replica set wants, where a cluster's work stands against the current template (the rollout's
 //! input), and the status summary; [`owner`]: who may write a replica set a GitRepo writes;
 //! [`state`]: each decided cluster's state, Rancher Fleet's; [`variant`]: which per-target
-//! customization's template a cluster wants.
+//! customization's template a cluster wants; [`revision`]: what a write keeps of the stored
+//! revision, and what `rollout undo` puts back.
 
 use flotilla_api::meta;
 use flotilla_api::v1::{
-    Condition, ManifestWork, ManifestWorkReplicaSet, ObjectMeta, ReplicaSetSummary,
+    Condition, ManifestWork, ManifestWorkReplicaSet, ManifestWorkSpec, ObjectMeta,
+    ReplicaSetSummary,
 };
 use flotilla_api::work::conditions::{APPLIED, AVAILABLE, DEGRADED};
 use flotilla_rollout::Status;
@@ -15,6 +17,7 @@ use sha2::{Digest, Sha256};
 use std::time::SystemTime;
 
 pub mod owner;
+pub mod revision;
 pub mod state;
 pub mod variant;
 
@@ -31,14 +34,16 @@ pub fn owner_label(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
 }
 
-/// A short hash of the template (a change of it starts a new rollout).
+/// The replica set's own template (`spec.manifestWorkTemplate`).
+pub fn template_of(rs: &ManifestWorkReplicaSet) -> Option<&ManifestWorkSpec> {
+    rs.spec.as_ref()?.manifest_work_template.as_ref()
+}
+
+/// A short hash of the template (a change of it starts a new rollout). No template hashes as
+/// an empty one (whose encoding is empty).
 pub fn template_hash(rs: &ManifestWorkReplicaSet) -> String {
-    let template = rs
-        .spec
-        .as_ref()
-        .and_then(|s| s.manifest_work_template.clone())
-        .unwrap_or_default();
-    let digest = Sha256::digest(template.encode_to_vec());
+    let encoded = template_of(rs).map_or_else(Vec::new, Message::encode_to_vec);
+    let digest = Sha256::digest(encoded);
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -47,14 +52,17 @@ fn meta_of(rs: &ManifestWorkReplicaSet) -> ObjectMeta {
 }
 
 /// The work the replica set wants on `cluster` (named after the replica set, in the cluster's
-/// namespace), labelled with its owner and placement and annotated with the template hash.
+/// namespace), labelled with its owner and placement and annotated with `hash`, the hash of
+/// `spec`: the template the cluster gets (the set's own or a per-target variant's).
 pub fn work_for(
     rs: &ManifestWorkReplicaSet,
     cluster: &str,
     placement: &str,
     hash: &str,
+    spec: Option<&ManifestWorkSpec>,
 ) -> ManifestWork {
-    let m = meta_of(rs);
+    let unnamed = ObjectMeta::default();
+    let m = rs.metadata.as_ref().unwrap_or(&unnamed);
     let mut labels = std::collections::HashMap::new();
     labels.insert(
         REPLICASET_LABEL.to_string(),
@@ -75,10 +83,7 @@ pub fn work_for(
             annotations,
             ..Default::default()
         }),
-        spec: rs
-            .spec
-            .as_ref()
-            .and_then(|s| s.manifest_work_template.clone()),
+        spec: spec.cloned(),
         status: None,
         hub: None,
     }
@@ -186,7 +191,7 @@ pub fn validate(rs: &ManifestWorkReplicaSet) -> Vec<String> {
         None => errors.push("spec.manifestWorkTemplate: required".into()),
         Some(_) => {
             // The template must make a valid ManifestWork on any cluster.
-            let probe = work_for(rs, "probe-cluster", "probe", "");
+            let probe = work_for(rs, "probe-cluster", "probe", "", template_of(rs));
             // Nor may it make a work carrying the keys reserved for the hub's add-on works
             // (the template has no metadata today: this holds the line if it ever gets some).
             errors.extend(

@@ -48,7 +48,7 @@ fn a_valid_replica_set_passes_and_its_works_are_labelled() {
     let r = rs(progressive("1", "0"));
     assert_eq!(validate(&r), Vec::<String>::new());
     let hash = template_hash(&r);
-    let w = work_for(&r, "edge-1", "edge", &hash);
+    let w = work_for(&r, "edge-1", "edge", &hash, template_of(&r));
     let m = w.metadata.as_ref().unwrap();
     assert_eq!((m.name.as_str(), m.namespace.as_str()), ("web", "edge-1"));
     assert_eq!(m.labels[REPLICASET_LABEL], "default.web");
@@ -67,7 +67,7 @@ fn works_made_from_a_template_never_carry_the_keys_reserved_for_add_on_works() {
         m.annotations.insert(key.into(), "x".into());
     }
     assert_eq!(validate(&r), Vec::<String>::new());
-    let w = work_for(&r, "edge-1", "edge", &template_hash(&r));
+    let w = work_for(&r, "edge-1", "edge", &template_hash(&r), template_of(&r));
     assert_eq!(
         flotilla_api::addon::reserved_key_errors(w.metadata.as_ref().unwrap()),
         Vec::<String>::new()
@@ -120,9 +120,9 @@ fn a_work_is_judged_against_the_current_template_and_generation() {
     let r = rs(progressive("1", "0"));
     let hash = template_hash(&r);
     assert_eq!(status_of(None, &hash).0, Status::ToApply);
-    let mut w = work_for(&r, "edge-1", "edge", "old-hash");
+    let mut w = work_for(&r, "edge-1", "edge", "old-hash", template_of(&r));
     assert_eq!(status_of(Some(&w), &hash).0, Status::ToApply);
-    w = work_for(&r, "edge-1", "edge", &hash);
+    w = work_for(&r, "edge-1", "edge", &hash, template_of(&r));
     w.metadata.as_mut().unwrap().generation = 2;
     assert_eq!(status_of(Some(&w), &hash).0, Status::Progressing);
     let cond = |t: &str, s: &str, generation: i64| Condition {

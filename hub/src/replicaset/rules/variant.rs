@@ -5,8 +5,9 @@
 //! `doNotDeploy` variant: no work.
 
 use flotilla_api::meta::CLUSTERSET_LABEL;
-use flotilla_api::v1::{ManifestWorkReplicaSet, ManifestWorkSpec, TemplateVariant};
+use flotilla_api::v1::{ManagedCluster, ManifestWorkReplicaSet, ManifestWorkSpec, TemplateVariant};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// What one decided cluster wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,25 @@ pub enum Pick {
     Variant(usize),
     /// No work (a `doNotDeploy` customization selects it).
     Nothing,
+}
+
+/// A decided cluster's pick, and the decision group it was picked in (its first decision's):
+/// what a change of its labels is matched against to see whether it moves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Picked {
+    /// The decision group of the first placement deciding it (may be empty).
+    pub group: String,
+    /// The template it wants.
+    pub pick: Pick,
+}
+
+/// Each decided cluster's [`Picked`], by cluster.
+pub type Picks = BTreeMap<String, Picked>;
+
+/// The pick of `cluster` in `picks` (absent: the base, as every cluster of a set without
+/// variants).
+pub fn pick_of(picks: &Picks, cluster: &str) -> Pick {
+    picks.get(cluster).map_or(Pick::Base, |p| p.pick)
 }
 
 /// What a variant is matched against.
@@ -55,29 +75,40 @@ pub fn pick(variants: &[TemplateVariant], f: &Facts<'_>) -> Pick {
     }
 }
 
-/// Each decided cluster's pick, the first placement deciding it giving its group; empty when
-/// the replica set has no variants (every cluster wants the base).
+/// Each decided cluster's pick (`decided`: `(cluster, group)`, over the placements in order),
+/// the first decision of a cluster giving its group; `cluster`: a cluster from the inventory,
+/// read in place. Empty when the replica set has no variants (every cluster wants the base).
 pub fn picks<'a>(
     rs: &ManifestWorkReplicaSet,
     decided: impl IntoIterator<Item = (&'a str, &'a str)>,
-    labels: impl Fn(&str) -> Option<std::sync::Arc<HashMap<String, String>>>,
-) -> BTreeMap<String, Pick> {
+    cluster: impl Fn(&str) -> Option<Arc<ManagedCluster>>,
+) -> Picks {
     let vs = variants(rs);
-    let mut out = BTreeMap::new();
+    let mut out = Picks::new();
     if vs.is_empty() {
         return out;
     }
-    for (cluster, group) in decided {
-        if out.contains_key(cluster) {
+    let unlabelled = HashMap::new();
+    for (name, group) in decided {
+        if out.contains_key(name) {
             continue;
         }
-        let l = labels(cluster);
+        let mc = cluster(name);
         let f = Facts {
-            name: cluster,
-            labels: l.as_deref(),
+            name,
+            labels: mc
+                .as_deref()
+                .map(|mc| mc.metadata.as_ref().map_or(&unlabelled, |m| &m.labels)),
             group,
         };
-        out.insert(cluster.to_owned(), pick(vs, &f));
+        let pick = pick(vs, &f);
+        out.insert(
+            name.to_owned(),
+            Picked {
+                group: group.to_owned(),
+                pick,
+            },
+        );
     }
     out
 }
@@ -171,11 +202,29 @@ mod tests {
             Some("canary0000000000")
         );
         assert_eq!(hash(&rs, "base", Pick::Nothing), None);
+        let cluster = |labels: &HashMap<String, String>| {
+            Arc::new(ManagedCluster {
+                metadata: Some(flotilla_api::v1::ObjectMeta {
+                    labels: labels.clone(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
         let all = picks(&rs, [("lab-1", ""), ("b", "canary"), ("b", "")], |c| {
-            (c == "b").then(|| std::sync::Arc::new(big_us.clone()))
+            (c == "b").then(|| cluster(&big_us))
         });
-        assert_eq!(all["lab-1"], Pick::Nothing);
-        assert_eq!(all["b"], Pick::Variant(1), "the first decision counts");
+        assert_eq!(pick_of(&all, "lab-1"), Pick::Nothing);
+        assert_eq!(pick_of(&all, "elsewhere"), Pick::Base);
+        // The first decision counts, for the pick and for the group kept with it (a label
+        // change is matched against that group too).
+        assert_eq!(
+            all["b"],
+            Picked {
+                group: "canary".into(),
+                pick: Pick::Variant(1)
+            }
+        );
         rs.hub = None;
         assert!(picks(&rs, [("b", "")], |_| None).is_empty());
     }

@@ -55,7 +55,13 @@ fn work(
     placement: &str,
     done: bool,
 ) -> Arc<ManifestWork> {
-    let mut w = rules::work_for(r, cluster, placement, &rules::template_hash(r));
+    let mut w = rules::work_for(
+        r,
+        cluster,
+        placement,
+        &rules::template_hash(r),
+        rules::template_of(r),
+    );
     if done {
         let ok = |t: &str| Condition {
             r#type: t.into(),
