@@ -5,12 +5,13 @@
 //! `placementRefs` entry per target, so OCM's rollout strategies, decision groups, pause, resume
 //! and undo apply unchanged.
 //!
-//! Built so far: `https://` (with `clientSecretName` and `caBundle`), `http://` and `git://`
-//! (with `insecureTransport: true`) and `file://` repositories, branch or revision, `paths`,
+//! Built so far: `https://` (with `clientSecretName` and `caBundle`), `ssh://` and scp-like
+//! `user@host:path` (with `clientSecretName`), `http://` and `git://` (with
+//! `insecureTransport: true`) and `file://` repositories, branch or revision, `paths`,
 //! polling settings, `paused`, `forceSyncGeneration`, `targetNamespace`, `keepResources`,
 //! targets by `placementRef` or inline `placement` (the hub writes the owned Placement,
 //! [`crate::targets`]), `webhookSecret` (the hub's webhook endpoint checks pushes with it).
-//! Refused until built: SSH; refused for good: Fleet's Helm, OCI, image-scan and
+//! Refused for good: Fleet's Helm, OCI, image-scan and
 //! service-account fields.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -159,13 +160,16 @@ fn repo_url(s: &GitRepoSpec, p: &mut Vec<String>) {
         return;
     }
     let Some((scheme, rest)) = url.split_once("://") else {
-        p.push(format!(
-            "spec.repo: {url}: scp-like and SSH URLs are not built yet: use https://, git:// or file://"
-        ));
+        match scp_like(url) {
+            Ok(()) => credentials(s, "ssh", p),
+            Err(why) => p.push(format!("spec.repo: {url}: {why}")),
+        }
         return;
     };
     let authority = rest.split('/').next().unwrap_or_default();
-    if authority.contains('@') {
+    if let Some((userinfo, _)) = authority.rsplit_once('@')
+        && (scheme != "ssh" || userinfo.contains(':'))
+    {
         p.push(format!(
             "spec.repo: {scheme}://…@…: no user or password in the URL (put credentials in a Secret)"
         ));
@@ -175,24 +179,51 @@ fn repo_url(s: &GitRepoSpec, p: &mut Vec<String>) {
             "spec.repo: {scheme}:// has no transport security: set spec.insecureTransport: true \
              (or use https://)"
         )),
-        "https" | "http" | "git" | "file" => {}
-        "ssh" => p.push("spec.repo: ssh:// is not built yet: use https://".into()),
+        "https" | "http" | "git" | "file" | "ssh" => {}
         other => p.push(format!("spec.repo: unknown scheme {other}://")),
     }
     credentials(s, scheme, p);
 }
 
+/// A scp-like SSH address, `[user@]host:path` (Git's own rule: a `:` before any `/`).
+fn scp_like(url: &str) -> Result<(), String> {
+    let not = "not a URL: use https://, ssh://, git://, file:// or the scp-like user@host:path";
+    let Some((login, path)) = url.split_once(':') else {
+        return Err(not.into());
+    };
+    if login.contains('/') {
+        return Err(not.into());
+    }
+    let host = login.rsplit_once('@').map_or(login, |(_, h)| h);
+    if host.is_empty() || path.is_empty() {
+        return Err(format!("{not} (a host and a path are both needed)"));
+    }
+    if host.starts_with('-') || path.starts_with('-') {
+        return Err("a host or path that starts with '-'".into());
+    }
+    Ok(())
+}
+
 /// Bytes of a `caBundle`, at most.
 pub const MAX_CA_BUNDLE_BYTES: usize = 64 * 1024;
 
-/// `clientSecretName` and `caBundle`: for `https://` only (credentials never travel in the
-/// clear; a CA bundle means nothing elsewhere). The certificates themselves are parsed by the
-/// worker, which names the one that does not.
+/// `clientSecretName`: for `https://` and `ssh://` only (credentials never travel in the
+/// clear), and required by `ssh://` (an SSH server takes no anonymous fetch); `caBundle`: for
+/// `https://` only (a CA bundle means nothing elsewhere). The certificates themselves are parsed
+/// by the worker, which names the one that does not.
 fn credentials(s: &GitRepoSpec, scheme: &str, p: &mut Vec<String>) {
+    if s.client_secret_name.is_empty() && scheme == "ssh" {
+        p.push(
+            "spec.clientSecretName: required for an SSH repository: a kubernetes.io/ssh-auth \
+             Secret (ssh-privatekey, known_hosts)"
+                .into(),
+        );
+    }
     if !s.client_secret_name.is_empty() {
-        if scheme != "https" {
+        if scheme != "https" && scheme != "ssh" {
             p.push(format!(
-                "spec.clientSecretName: credentials are sent over https:// only, not {scheme}://"
+                "spec.clientSecretName: credentials are sent over https:// and ssh:// only, not \
+                 {scheme}://"
             ));
         }
         if let Err(e) = validate_dns1123_subdomain("spec.clientSecretName", &s.client_secret_name) {

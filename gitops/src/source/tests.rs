@@ -39,6 +39,50 @@ fn a_gitrepo_parses_and_asks_for_its_branch_and_paths() {
 }
 
 #[test]
+fn ssh_and_scp_like_repositories_need_a_secret_and_take_a_user_but_no_password() {
+    let with = |repo: &str, secret: bool| {
+        let mut y = SHOP
+            .replace("git://git.example.com/ops/shop.git", &format!("{repo:?}"))
+            .replace(
+                "  insecureTransport: true\n",
+                if secret {
+                    "  clientSecretName: shop-ssh\n"
+                } else {
+                    ""
+                },
+            );
+        y.push('\n');
+        parse(&y)
+    };
+    for ok in [
+        "ssh://git@git.example.com/ops/shop.git",
+        "ssh://git.example.com:2222/ops/shop.git",
+        "git@github.com:ops/shop.git",
+        "gitlab.example.com:ops/shop.git",
+    ] {
+        let r = with(ok, true).unwrap_or_else(|e| panic!("{ok}: {e:?}"));
+        assert_eq!(fetch_request(&r, Limits::default(), &[], false).url, ok);
+        assert_eq!(
+            with(ok, false).unwrap_err(),
+            [
+                "spec.clientSecretName: required for an SSH repository: a kubernetes.io/ssh-auth \
+              Secret (ssh-privatekey, known_hosts)"
+            ],
+            "{ok}"
+        );
+    }
+    let problems = |repo: &str| with(repo, true).unwrap_err().join("\n");
+    assert!(
+        problems("ssh://git:hunter2@git.example.com/ops/shop.git").contains("no user or password")
+    );
+    assert!(problems("https://ann@git.example.com/ops/shop.git").contains("no user or password"));
+    assert!(problems("shop.git").contains("not a URL: use https://, ssh://"));
+    assert!(problems("ops/shop:v1").contains("not a URL"));
+    assert!(problems("git@host:").contains("a host and a path are both needed"));
+    assert!(problems("-oProxyCommand=x:y").contains("starts with '-'"));
+}
+
+#[test]
 fn https_takes_a_secret_and_a_ca_bundle_and_nothing_else_does() {
     // base64 of "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", as Fleet writes it.
     let ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUIKLS0tLS1FTkQgQ0VSVElGSUNBVEUtLS0tLQo=";
@@ -63,7 +107,7 @@ fn https_takes_a_secret_and_a_ca_bundle_and_nothing_else_does() {
             parse(&clear).unwrap_err(),
             [
                 format!(
-                    "spec.clientSecretName: credentials are sent over https:// only, not {scheme}://"
+                    "spec.clientSecretName: credentials are sent over https:// and ssh:// only, not {scheme}://"
                 ),
                 format!("spec.caBundle: for https:// repositories only, not {scheme}://"),
             ]

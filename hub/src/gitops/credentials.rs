@@ -6,12 +6,16 @@
 //!
 //! Accepted Secrets (Fleet's): `kubernetes.io/basic-auth` with `password` (a token goes there)
 //! and `username` (default `git`: GitHub, GitLab and Gitea take any user name with a token),
-//! for `https://` only; `kubernetes.io/ssh-auth` with `ssh-privatekey` (and `known_hosts`), for
-//! `ssh://` (whose transport is not built yet).
+//! for `https://` only; `kubernetes.io/ssh-auth` with `ssh-privatekey` and `known_hosts` (the
+//! server's host keys, as `ssh-keyscan` prints them; required), for `ssh://` and scp-like
+//! repositories.
 
 use crate::policy::hubdata::HubData;
 use flotilla_api::v1::GitRepo;
-use flotilla_gitfetch::protocol::{BasicAuth, Credential, Credentials, SshKey};
+use flotilla_gitfetch::{
+    known_hosts,
+    protocol::{BasicAuth, Credential, Credentials, SshKey},
+};
 use std::collections::BTreeMap;
 
 /// The Secret type of a user name and password or token.
@@ -31,13 +35,18 @@ pub fn of(secrets: &HubData, repo: &GitRepo) -> Result<Option<Credentials>, Stri
     let namespace = repo.metadata.as_ref().map_or("", |m| m.namespace.as_str());
     let name = &spec.client_secret_name;
     let source = format!("Secret {namespace}/{name}");
+    // Validation let through only `scheme://…` and scp-like `user@host:path` (SSH).
+    let scheme = spec.repo.split_once("://").map_or("ssh", |(s, _)| s);
     let Some((kind, data)) = secrets.secret_data(namespace, name) else {
         return Err(format!(
-            "spec.clientSecretName: {source} not found: apply a {BASIC_AUTH} Secret \
-             (username, password) in the GitRepo's namespace"
+            "spec.clientSecretName: {source} not found: apply a {} in the GitRepo's namespace",
+            if scheme == "ssh" {
+                format!("{SSH_AUTH} Secret (ssh-privatekey, known_hosts)")
+            } else {
+                format!("{BASIC_AUTH} Secret (username, password)")
+            }
         ));
     };
-    let scheme = spec.repo.split_once("://").map_or("", |(s, _)| s);
     from_secret(source, scheme, &kind, &data).map(Some)
 }
 
@@ -80,6 +89,18 @@ pub fn from_secret(
                 .cloned()
                 .ok_or_else(|| format!("{source}: a {SSH_AUTH} Secret without ssh-privatekey"))?;
             let known_hosts = text(&source, data, "known_hosts")?.unwrap_or_default();
+            // Checked here too, so a bad line is named before any connection: no line at all is
+            // refused (there is no trust on first use).
+            match known_hosts::parse(&known_hosts) {
+                Ok(lines) if lines.is_empty() => {
+                    return Err(format!(
+                        "{source}: a {SSH_AUTH} Secret without known_hosts: add the server's \
+                         host key (ssh-keyscan -p PORT HOST); there is no trust on first use"
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => return Err(format!("{source}: {e}")),
+            }
             Credential::Ssh(SshKey {
                 private_key,
                 known_hosts,
@@ -88,7 +109,7 @@ pub fn from_secret(
         other => {
             return Err(format!(
                 "{source}: type {other}: a GitRepo's credentials are a {BASIC_AUTH} Secret \
-                 (username, password) or a {SSH_AUTH} Secret (ssh-privatekey)"
+                 (username, password) or a {SSH_AUTH} Secret (ssh-privatekey, known_hosts)"
             ));
         }
     };
@@ -160,6 +181,30 @@ mod tests {
         );
     }
 
+    #[test]
+    fn an_ssh_auth_secret_gives_its_key_and_known_hosts() {
+        let line = "[git.example.com]:2222 ssh-ed25519 \
+                    AAAAC3NzaC1lZDI1NTE5AAAAIDzGyaOaiXwnk59mj/J1rtxAN2rUi6nVEWVz8ht9uvYX\n";
+        let c = from_secret(
+            "Secret a/b".into(),
+            "ssh",
+            SSH_AUTH,
+            &data(&[("ssh-privatekey", "KEY"), ("known_hosts", line)]),
+        )
+        .unwrap();
+        let Some(Credential::Ssh(k)) = &c.credential else {
+            panic!("not ssh");
+        };
+        assert_eq!(
+            (k.private_key.as_slice(), k.known_hosts.as_str()),
+            (&b"KEY"[..], line)
+        );
+        assert_eq!(
+            format!("{c:?}"),
+            "Credentials { source: \"Secret a/b\", kind: \"ssh-auth\" }"
+        );
+    }
+
     /// A repository scheme, a Secret's type and data, and a part of the refusal expected.
     type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
 
@@ -201,6 +246,21 @@ mod tests {
                 SSH_AUTH,
                 &[("known_hosts", "h")],
                 "without ssh-privatekey",
+            ),
+            (
+                "ssh",
+                SSH_AUTH,
+                &[("ssh-privatekey", "k")],
+                "without known_hosts: add the server's host key",
+            ),
+            (
+                "ssh",
+                SSH_AUTH,
+                &[
+                    ("ssh-privatekey", "k"),
+                    ("known_hosts", "# only\nhost ssh-ed25519 !!\n"),
+                ],
+                "known_hosts line 2: the ssh-ed25519 key is not base64",
             ),
             (
                 "https",

@@ -28,7 +28,7 @@ const WRONG: &str = "tok-wrong-00000";
 
 /// What the hub logs, captured (a `tracing` writer).
 #[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Captured(pub(crate) Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -46,7 +46,9 @@ impl std::io::Write for Captured {
 /// callsite's interest by the registering thread's subscriber alone (`has_just_one` in
 /// `callsite.rs`), so a test running beside this one on another thread, with none, would turn
 /// off the hub's shared callsites here too.
-fn capture_log(captured: &Captured) -> (tracing::subscriber::DefaultGuard, tracing::Dispatch) {
+pub(crate) fn capture_log(
+    captured: &Captured,
+) -> (tracing::subscriber::DefaultGuard, tracing::Dispatch) {
     let silent = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -63,34 +65,46 @@ fn capture_log(captured: &Captured) -> (tracing::subscriber::DefaultGuard, traci
 /// Every form the password could take on the wire or at rest: itself, base64 at each
 /// alignment (a Secret's data, a JSON of it), and the basic-auth header's base64.
 fn needles() -> Vec<Vec<u8>> {
+    secret_forms(PASSWORD.as_bytes(), &["", "a", "ab", "ann:"])
+}
+
+pub(crate) fn holds(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn assert_clean(what: &str, bytes: &[u8]) {
+    assert_holds_none(what, bytes, &needles());
+}
+
+/// Fails naming `what` when `bytes` hold any of the secret's forms in `needles`.
+pub(crate) fn assert_holds_none(what: &str, bytes: &[u8], needles: &[Vec<u8>]) {
+    for n in needles {
+        assert!(
+            !holds(bytes, n),
+            "{what} holds the secret ({})",
+            String::from_utf8_lossy(n)
+        );
+    }
+}
+
+/// The secret's forms at rest and on the wire: itself, and the part of its base64 that depends
+/// on its bytes alone, after each prefix (a Secret's data, a JSON of it, a header).
+pub(crate) fn secret_forms(secret: &[u8], prefixes: &[&str]) -> Vec<Vec<u8>> {
     use data_encoding::BASE64;
-    let mut out = vec![PASSWORD.as_bytes().to_vec()];
-    for prefix in ["", "a", "ab", "ann:"] {
-        let enc = BASE64.encode(format!("{prefix}{PASSWORD}").as_bytes());
-        // Only the characters that depend on the password's bytes alone.
+    let mut out = vec![secret.to_vec()];
+    for prefix in prefixes {
+        let mut bytes = prefix.as_bytes().to_vec();
+        bytes.extend_from_slice(secret);
+        let enc = BASE64.encode(&bytes);
         let first = (prefix.len() * 8).div_ceil(6);
         out.push(enc.as_bytes()[first..enc.len() - 4].to_vec());
     }
     out
 }
 
-fn holds(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-fn assert_clean(what: &str, bytes: &[u8]) {
-    for n in needles() {
-        assert!(
-            !holds(bytes, &n),
-            "{what} holds the password ({})",
-            String::from_utf8_lossy(&n)
-        );
-    }
-}
-
 /// Every NATS message from now on (subject and payload), as a test with no credentials sees
 /// the plain server.
-async fn wiretap(nats: &NatsServer) -> Arc<Mutex<Vec<Vec<u8>>>> {
+pub(crate) async fn wiretap(nats: &NatsServer) -> Arc<Mutex<Vec<Vec<u8>>>> {
     use futures::StreamExt;
     let client = async_nats::connect(nats.url()).await.unwrap();
     let mut all = client.subscribe(">").await.unwrap();
@@ -114,7 +128,7 @@ async fn wiretap(nats: &NatsServer) -> Arc<Mutex<Vec<Vec<u8>>>> {
     seen
 }
 
-fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+pub(crate) fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -152,7 +166,7 @@ fn workers() -> Vec<u32> {
 }
 
 /// Runs the `flotilla` CLI against the hub; returns (success, stdout + stderr).
-async fn cli(hub: &Hub, args: &[&str]) -> (bool, String) {
+pub(crate) async fn cli(hub: &Hub, args: &[&str]) -> (bool, String) {
     let out = tokio::time::timeout(
         SOON,
         tokio::process::Command::new(flotilla_testkit::binary("flotilla"))
@@ -194,7 +208,7 @@ fn gitrepo_yaml(url: &str, ca_pem: &str, secret: bool) -> String {
     )
 }
 
-async fn apply(hub: &Hub, dir: &std::path::Path, name: &str, text: &str) -> String {
+pub(crate) async fn apply(hub: &Hub, dir: &std::path::Path, name: &str, text: &str) -> String {
     let file = dir.join(name);
     std::fs::write(&file, text).unwrap();
     let (ok, out) = cli(hub, &["apply", "-f", file.to_str().unwrap()]).await;
@@ -202,7 +216,7 @@ async fn apply(hub: &Hub, dir: &std::path::Path, name: &str, text: &str) -> Stri
     out
 }
 
-async fn get(api: &mut GitRepoServiceClient<tonic::transport::Channel>) -> GitRepo {
+pub(crate) async fn get(api: &mut GitRepoServiceClient<tonic::transport::Channel>) -> GitRepo {
     api.get_git_repo(GetGitRepoRequest {
         namespace: "default".into(),
         name: "shop".into(),
@@ -213,7 +227,7 @@ async fn get(api: &mut GitRepoServiceClient<tonic::transport::Channel>) -> GitRe
 }
 
 /// Waits until the GitRepo's `Fetched` condition is False with a message containing `part`.
-async fn wait_fetch_failed(
+pub(crate) async fn wait_fetch_failed(
     api: &mut GitRepoServiceClient<tonic::transport::Channel>,
     part: &str,
 ) -> String {
@@ -237,7 +251,7 @@ async fn wait_fetch_failed(
 }
 
 /// The ConfigMap value `data.v` of each converged work of replica set `default/shop-apps-web`.
-fn web_values(hub: &Hub) -> Vec<String> {
+pub(crate) fn web_values(hub: &Hub) -> Vec<String> {
     hub.works
         .snapshot()
         .into_iter()
@@ -258,7 +272,7 @@ fn web_values(hub: &Hub) -> Vec<String> {
         .collect()
 }
 
-async fn wait_values(hub: &Hub, value: &str) {
+pub(crate) async fn wait_values(hub: &Hub, value: &str) {
     let deadline = tokio::time::Instant::now() + SOON;
     loop {
         let values = web_values(hub);
@@ -273,7 +287,24 @@ async fn wait_values(hub: &Hub, value: &str) {
     }
 }
 
-fn configmap(value: &str) -> String {
+/// Placement `default/stores` over the default set.
+pub(crate) async fn stores_placement(hub: &Hub) {
+    let Ok(Document::Placement(p)) = parse_documents(
+        "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\n\
+         metadata: {name: stores, namespace: default}\nspec: {clusterSets: [default]}\n",
+    )
+    .remove(0) else {
+        panic!("placement fixture");
+    };
+    PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap()
+        .apply_placement(p)
+        .await
+        .unwrap();
+}
+
+pub(crate) fn configmap(value: &str) -> String {
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web, namespace: default}}\n\
          data: {{v: \"{value}\"}}\n"
@@ -309,19 +340,7 @@ async fn an_https_repository_is_followed_with_a_hub_secret_that_never_leaks() {
     let mut clusters = clusters_client(&hub).await;
     let agents = accepted_fleet(&mut clusters, &nats.url(), &["store-1", "store-2"]).await;
     bind_set(&hub, "default", "default").await;
-    let Ok(Document::Placement(p)) = parse_documents(
-        "apiVersion: cluster.open-cluster-management.io/v1beta1\nkind: Placement\n\
-         metadata: {name: stores, namespace: default}\nspec: {clusterSets: [default]}\n",
-    )
-    .remove(0) else {
-        panic!("placement fixture");
-    };
-    PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
-        .await
-        .unwrap()
-        .apply_placement(p)
-        .await
-        .unwrap();
+    stores_placement(&hub).await;
     let mut api = GitRepoServiceClient::connect(format!("http://{}", hub.grpc_addr))
         .await
         .unwrap();

@@ -18,6 +18,7 @@ mod gitops_dashboard;
 mod gitops_groups;
 mod gitops_hostile;
 mod gitops_https;
+mod gitops_ssh;
 mod gitops_inline;
 mod gitops_webhook;
 mod import_policy;
