@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     Problem,
-    customize::{Patch, PatchTarget, YamlOptions},
+    customize::{Customization, Patch, PatchTarget, YamlOptions},
     discover::BundleDir,
     fleetyaml::FleetYaml,
     name::bundle_name,
@@ -95,76 +95,110 @@ pub fn render(source: Source<'_>, tree: &Tree, dir: &BundleDir) -> Result<Render
     let mut problems = Vec::new();
     let mut variants = Vec::new();
     for c in &options.target_customizations {
-        let mut variant = TemplateVariant {
-            name: c.name.clone(),
-            cluster_name: c.cluster_name.clone().unwrap_or_default(),
-            cluster_selector: c.cluster_selector.as_ref().map(Into::into),
-            cluster_set: c.cluster_set.clone().unwrap_or_default(),
-            decision_group: c.decision_group.clone().unwrap_or_default(),
-            do_not_deploy: c.do_not_deploy,
-            ..Default::default()
-        };
-        if !c.do_not_deploy {
-            let mine = Options {
-                namespace: source
-                    .target_namespace
-                    .or(c.namespace.as_deref())
-                    .or(base.namespace),
-                default_namespace: c.default_namespace.as_deref().or(base.default_namespace),
-                overlays: c.yaml.as_ref().map_or(base.overlays, |y| &y.overlays),
-                patches: base.patches.iter().copied().chain(&c.patches).collect(),
-            };
-            match spec_of(tree, dir, &at, &mine) {
-                Ok(s) => {
-                    variant.content = content_of(&s);
-                    variant.template = Some(s);
-                }
-                Err(p) => problems.extend(p.into_iter().map(|p| {
-                    Problem::new(p.at, format!("customization {}: {}", c.name, p.message))
-                })),
-            }
+        match variant_of(c, tree, dir, &at, source.target_namespace, &base) {
+            Ok(v) => variants.push(v),
+            Err(p) => problems.extend(p),
         }
-        variants.push(variant);
     }
-    let bytes: usize = std::iter::once(&spec)
-        .chain(variants.iter().filter_map(|v| v.template.as_ref()))
-        .map(manifest_bytes)
-        .sum();
-    if !variants.is_empty() && bytes > MAX_CUSTOMIZED_BYTES {
-        problems.push(Problem::new(
-            &at,
-            format!(
-                "{} of manifests for the bundle and its {} customizations together; at most {}",
-                human_bytes(bytes as u64),
-                variants.len(),
-                human_bytes(MAX_CUSTOMIZED_BYTES as u64)
-            ),
-        ));
+    if let Err(p) = check_size(&at, &spec, &variants) {
+        problems.push(p);
     }
     if !problems.is_empty() {
         return Err(problems);
-    }
-    let mut content = content_of(&spec);
-    if !variants.is_empty() {
-        let mut h = Sha256::new();
-        h.update(content.as_bytes());
-        for v in &variants {
-            let key = TemplateVariant {
-                template: None,
-                ..v.clone()
-            };
-            h.update(key.encode_length_delimited_to_vec());
-        }
-        content = hex(&h.finalize());
     }
     Ok(Rendered {
         name,
         path: dir.path.clone(),
         labels: options.labels,
+        content: content_with_variants(&spec, &variants),
         spec,
-        content,
         variants,
     })
+}
+
+/// One customization's variant: its selectors, and unless `doNotDeploy` its own rendering
+/// (the base options with the customization's namespace, overlays and patches on top).
+fn variant_of(
+    c: &Customization,
+    tree: &Tree,
+    dir: &BundleDir,
+    at: &str,
+    forced_namespace: Option<&str>,
+    base: &Options<'_>,
+) -> Result<TemplateVariant, Vec<Problem>> {
+    let mut variant = TemplateVariant {
+        name: c.name.clone(),
+        cluster_name: c.cluster_name.clone().unwrap_or_default(),
+        cluster_selector: c.cluster_selector.as_ref().map(Into::into),
+        cluster_set: c.cluster_set.clone().unwrap_or_default(),
+        decision_group: c.decision_group.clone().unwrap_or_default(),
+        do_not_deploy: c.do_not_deploy,
+        ..Default::default()
+    };
+    if c.do_not_deploy {
+        return Ok(variant);
+    }
+    let mine = Options {
+        namespace: forced_namespace
+            .or(c.namespace.as_deref())
+            .or(base.namespace),
+        default_namespace: c.default_namespace.as_deref().or(base.default_namespace),
+        overlays: c.yaml.as_ref().map_or(base.overlays, |y| &y.overlays),
+        patches: base.patches.iter().copied().chain(&c.patches).collect(),
+    };
+    let s = spec_of(tree, dir, at, &mine).map_err(|problems| {
+        problems
+            .into_iter()
+            .map(|p| Problem::new(p.at, format!("customization {}: {}", c.name, p.message)))
+            .collect::<Vec<_>>()
+    })?;
+    variant.content = content_of(&s);
+    variant.template = Some(s);
+    Ok(variant)
+}
+
+/// The bundle's manifests and its customizations' together stay under
+/// [`MAX_CUSTOMIZED_BYTES`] (only checked when there are customizations).
+fn check_size(
+    at: &str,
+    spec: &ManifestWorkSpec,
+    variants: &[TemplateVariant],
+) -> Result<(), Problem> {
+    let bytes: usize = std::iter::once(spec)
+        .chain(variants.iter().filter_map(|v| v.template.as_ref()))
+        .map(manifest_bytes)
+        .sum();
+    if variants.is_empty() || bytes <= MAX_CUSTOMIZED_BYTES {
+        return Ok(());
+    }
+    Err(Problem::new(
+        at,
+        format!(
+            "{} of manifests for the bundle and its {} customizations together; at most {}",
+            human_bytes(bytes as u64),
+            variants.len(),
+            human_bytes(MAX_CUSTOMIZED_BYTES as u64)
+        ),
+    ))
+}
+
+/// The content hash of the base and every variant (its selectors and its own content): what
+/// changes when any cluster's manifests would.
+fn content_with_variants(spec: &ManifestWorkSpec, variants: &[TemplateVariant]) -> String {
+    let content = content_of(spec);
+    if variants.is_empty() {
+        return content;
+    }
+    let mut h = Sha256::new();
+    h.update(content.as_bytes());
+    for v in variants {
+        let key = TemplateVariant {
+            template: None,
+            ..v.clone()
+        };
+        h.update(key.encode_length_delimited_to_vec());
+    }
+    hex(&h.finalize())
 }
 
 fn overlays(y: Option<&YamlOptions>) -> &[String] {
