@@ -390,6 +390,25 @@ fn the_example_repository_rolls_out_as_its_readme_says() {
         4,
         "{table}"
     );
+    // The inline target's Placement, written and owned by the GitRepo, listed like any other.
+    let placements = cli_ok(&hub.grpc, &["get", "placements", "-n", "default"]);
+    assert!(
+        row(&placements, "shop-depots").is_some() && row(&placements, "stores").is_some(),
+        "{placements}"
+    );
+    let owned = cli_ok(
+        &hub.grpc,
+        &[
+            "get",
+            "placement",
+            "shop-depots",
+            "-n",
+            "default",
+            "-o",
+            "yaml",
+        ],
+    );
+    assert!(owned.contains("apps.flotilla.io/gitrepo: shop"), "{owned}");
 }
 
 /// The row of cluster `cluster` in `get gitrepos shop --clusters`: its state and the line.
