@@ -247,7 +247,7 @@ async fn a_signed_push_webhook_fetches_within_a_second_on_either_hub_and_a_bad_o
             ("X-Hub-Signature-256", sig),
         ]
     };
-    let (status, answer) = post(hooks, &github(signature), &body).await;
+    let (status, answer) = post(hooks, &github(signature.clone()), &body).await;
     let sent = Instant::now();
     assert_eq!(status, 202, "{answer}");
     assert!(answer.contains("fetching default/shop"), "{answer}");
@@ -256,6 +256,18 @@ async fn a_signed_push_webhook_fetches_within_a_second_on_either_hub_and_a_bad_o
     let st = get(&mut api).await.status.unwrap();
     assert_eq!(st.webhook_commit, second);
     assert!(st.last_webhook_time.is_some());
+
+    // The same signed delivery again: known, nothing fetched or written.
+    let before = get(&mut api).await.status.unwrap();
+    let (status, answer) = post(hooks, &github(signature.clone()), &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("\"replayed\""), "{answer}");
+    let after = get(&mut api).await.status.unwrap();
+    assert_eq!(
+        after.last_webhook_time, before.last_webhook_time,
+        "no status write"
+    );
+    let replay = (body.clone(), signature);
 
     // A bad signature for a newer commit: 401, nothing fetched.
     git.write("apps/web/cm.yaml", configmap("3"));
@@ -285,6 +297,24 @@ async fn a_signed_push_webhook_fetches_within_a_second_on_either_hub_and_a_bad_o
     let took = fetched(&mut api, &third, sent, WITHIN).await;
     eprintln!("GitLab webhook through the other hub to commit fetched: {took:?}");
 
+    // The first GitHub delivery replayed now that a newer commit is fetched: not taken for a
+    // push of `second` (it would fetch it again and rewrite the status).
+    let before = get(&mut api).await.status.unwrap();
+    let (status, answer) = post(hooks, &github(replay.1), &replay.0).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("handled already"), "{answer}");
+    tokio::time::sleep(WITHIN).await;
+    let after = get(&mut api).await.status.unwrap();
+    assert_eq!(
+        after.last_fetch_time, before.last_fetch_time,
+        "a replay fetched"
+    );
+    assert_eq!(
+        (after.webhook_commit.as_str(), after.last_webhook_time),
+        (third.as_str(), before.last_webhook_time),
+        "a replay wrote the status"
+    );
+
     // Not a push; a repository nobody follows.
     let (status, answer) = post(hooks, &[("X-GitHub-Event", "issues".to_owned())], b"{}").await;
     assert_eq!(status, 400, "{answer}");
@@ -298,11 +328,126 @@ async fn a_signed_push_webhook_fetches_within_a_second_on_either_hub_and_a_bad_o
     assert!(answer.contains("does not verify"), "{answer}");
 
     assert_eq!(counted(&hub, "github", "triggered"), 1);
+    assert_eq!(counted(&hub, "github", "replayed"), 2);
     assert_eq!(counted(&hub, "github", "unauthorized"), 1);
     assert_eq!(counted(&hub, "github", "wrong_event"), 1);
     assert_eq!(counted(&hub, "github", "unknown_repo"), 1);
     assert_eq!(counted(&other, "github", "unauthorized"), 1);
     assert_eq!(counted(&other, "gitlab", "triggered"), 1);
     other.stop().await;
+    hub.stop().await;
+}
+
+/// Opens a connection to `addr` from the loopback address `from` (127.0.0.x: each its own
+/// source to the hub).
+async fn connect_from(from: [u8; 4], addr: SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::from((from, 0)))
+        .expect("bind a loopback address");
+    tokio::time::timeout(SOON, socket.connect(addr))
+        .await
+        .expect("connected in time")
+        .expect("connected")
+}
+
+/// A delivery that sends its headers and the start of its body, then holds the connection: one
+/// delivery in flight.
+async fn hold(from: [u8; 4], addr: SocketAddr) -> tokio::net::TcpStream {
+    let mut s = connect_from(from, addr).await;
+    let head = format!(
+        "POST /hooks/gitrepos HTTP/1.1\r\nHost: {addr}\r\nX-GitHub-Event: push\r\n\
+         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"ref\":"
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s
+}
+
+/// A whole (unsigned, no push) delivery from `from`: its status (0: the connection was closed
+/// without an answer).
+async fn deliver_from(from: [u8; 4], addr: SocketAddr) -> (u16, String) {
+    let mut s = connect_from(from, addr).await;
+    let req = format!(
+        "POST /hooks/gitrepos HTTP/1.1\r\nHost: {addr}\r\nX-GitHub-Event: push\r\n\
+         Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+    );
+    let _ = s.write_all(req.as_bytes()).await;
+    let mut out = String::new();
+    let read = tokio::time::timeout(SOON, s.read_to_string(&mut out)).await;
+    assert!(read.is_ok(), "answered or closed in time");
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, out)
+}
+
+#[tokio::test]
+async fn one_address_holding_many_connections_starves_no_other_and_deliveries_in_flight_are_bounded()
+ {
+    use flotilla_hub::gitops::webhook::listener::{IN_FLIGHT, PER_ADDRESS};
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    let hooks: SocketAddr = format!("127.0.0.1:{}", flotilla_testkit::free_port())
+        .parse()
+        .unwrap();
+    config.families.gitops.webhook.listen = Some(hooks);
+    let hub = start_hub(config).await;
+    let deadline = Instant::now() + SOON;
+    while hub.units.controllers().is_none() {
+        assert!(Instant::now() < deadline, "the hub holds the controllers");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // 127.0.0.1 opens five times its share: PER_ADDRESS are held, every further one closed.
+    let mut held = Vec::new();
+    for _ in 0..PER_ADDRESS {
+        held.push(hold([127, 0, 0, 1], hooks).await);
+    }
+    for _ in 0..(4 * PER_ADDRESS) {
+        let (status, out) = deliver_from([127, 0, 0, 1], hooks).await;
+        assert_eq!(status, 0, "past its connections, closed unanswered: {out}");
+    }
+    // Another address is served at once.
+    let (status, out) = deliver_from([127, 0, 0, 2], hooks).await;
+    assert_eq!(status, 400, "served: {out}");
+    assert!(out.contains("bad_request"), "{out}");
+
+    // Deliveries in flight are bounded across addresses: past IN_FLIGHT, 503 at once.
+    let mut from = 2;
+    while held.len() < IN_FLIGHT {
+        if held.len() % PER_ADDRESS == 0 {
+            from += 1;
+        }
+        held.push(hold([127, 0, 0, from], hooks).await);
+    }
+    // Every held delivery is in flight once the hub has read its headers.
+    // Each try from an address of its own (none is held back by its rate).
+    let mut other = 100u8;
+    let deadline = Instant::now() + SOON;
+    loop {
+        other += 1;
+        let (status, out) = deliver_from([127, 0, 0, other], hooks).await;
+        if status == 503 {
+            assert!(out.contains("\"busy\"") && out.contains("at once"), "{out}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never busy: {status} {out}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(held);
+    // Their places are given back.
+    let deadline = Instant::now() + SOON;
+    loop {
+        other += 1;
+        let (status, _) = deliver_from([127, 0, 0, other], hooks).await;
+        if status == 400 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "places not given back: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(counted(&hub, "unknown", "busy") >= 1);
     hub.stop().await;
 }

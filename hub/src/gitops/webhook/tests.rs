@@ -460,7 +460,7 @@ fn many(n: usize, secrets: usize) -> Vec<Repo> {
     (0..n)
         .map(|i| {
             (
-                ObjectRef::new("edge", &format!("shop-{i:03}")),
+                ObjectRef::new("edge", format!("shop-{i:03}")),
                 spec("https://github.com/ops/shop", "main", "hook"),
                 data("github", &format!("s{}", i % secrets)),
             )
