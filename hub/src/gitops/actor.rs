@@ -69,6 +69,9 @@ struct Actor {
     repos: BTreeMap<ObjectRef, GitRepo>,
     tracked: BTreeMap<ObjectRef, Tracked>,
     jobs: JoinSet<Done>,
+    /// What the last delivery's reconcile of inline targets' Placements found (inline targets,
+    /// problems), for the status written after it ([`super::placements::condition`]).
+    placed: Option<(usize, Vec<String>)>,
 }
 
 /// Spawns the task over what was stored.
@@ -103,6 +106,7 @@ pub(super) fn spawn(
         repos: BTreeMap::new(),
         tracked: BTreeMap::new(),
         jobs: JoinSet::new(),
+        placed: None,
     };
     for (_, mut repo, rev) in stored {
         if let Some(m) = repo.metadata.as_mut() {
@@ -516,6 +520,9 @@ impl Actor {
         let mut status =
             rules::after_fetch(&before, done.generation, &outcome, delivered, retry_at);
         status.next_fetch_time = next_fetch;
+        if let Some((inline, refused)) = self.placed.take() {
+            super::placements::condition(&mut status, inline, &refused);
+        }
         let sets = owned_sets(&self.deps.replicasets, &done.key);
         rules::refresh_bundles(
             &mut status,
@@ -538,7 +545,9 @@ impl Actor {
         // this GitRepo does not own refuses the commit).
         let sets = owned_sets(&self.deps.replicasets, &key);
         let sets: Vec<&ManifestWorkReplicaSet> = sets.iter().map(Arc::as_ref).collect();
-        let (_, refused) = super::placements::reconcile(&self.deps.placements, repo, &sets).await;
+        let (inline, refused) =
+            super::placements::reconcile(&self.deps.placements, repo, &sets).await;
+        self.placed = Some((inline, refused.clone()));
         if !refused.is_empty() {
             return Outcome::Invalid {
                 commit,
@@ -610,8 +619,14 @@ impl Actor {
             // Inline targets' Placements follow the spec (and are put back if edited).
             let (inline, refused) =
                 super::placements::reconcile(&self.deps.placements, &repo, &sets).await;
+            let cleared = super::placements::cleared(&status, &refused);
             let mut changed = rules::refresh_bundles(&mut status, &sets);
             changed |= super::placements::condition(&mut status, inline, &refused);
+            if cleared && let Some(t) = self.tracked.get_mut(&key) {
+                // The commit a taken name refused is fetched and rendered again now that it is
+                // free, as a raised forceSyncGeneration would.
+                t.forced = t.forced.wrapping_sub(1);
+            }
             if changed {
                 self.write_status(repo, status).await;
             }

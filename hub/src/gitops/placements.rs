@@ -10,7 +10,8 @@
 //! Placement of that name the GitRepo does not own is never overwritten: the target is refused
 //! and the status says so. [`reconcile`] carries a plan out through the placements family's
 //! handle, which validates each one exactly as a user's Placement; [`validate`] runs that
-//! validation when the GitRepo is applied, each error renamed to the target's field.
+//! validation when the GitRepo is applied, each error renamed to the target's field. A refusal
+//! that clears ([`cleared`]: the other Placement removed) renders the held-back commit again.
 
 use crate::placement::{PlacementError, Placements};
 use flotilla_api::meta::{self, status as cstatus};
@@ -166,6 +167,13 @@ pub fn condition(status: &mut GitRepoStatus, inline: usize, problems: &[String])
             &message,
         )
     }
+}
+
+/// Whether a reconcile with no `problems` clears a refusal the status `before` it recorded (a
+/// Placement name taken, then freed): the commit it held back is rendered again.
+pub fn cleared(before: &GitRepoStatus, problems: &[String]) -> bool {
+    problems.is_empty()
+        && meta::condition_status(&before.conditions, PLACED) == Some(cstatus::FALSE)
 }
 
 /// Carries out `repo`'s plan over the Placements of its namespace now, its replica sets being

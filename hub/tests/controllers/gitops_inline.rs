@@ -4,7 +4,7 @@
 //! Placement `<gitrepo>-<target>` (labelled with the GitRepo), the bundle reaches only the
 //! clusters it selects, and replacing the target deletes that Placement and its clusters' works
 //! while the new target's clusters get theirs. A Placement of the same name the GitRepo does not
-//! own is never overwritten: the commit is refused, saying so.
+//! own is never overwritten: the commit is refused, saying so, and delivered once it is gone.
 
 use crate::common;
 use crate::gitops::{configmap, delivered, setup, wait_repo};
@@ -210,6 +210,19 @@ async fn an_inline_target_delivers_only_to_the_clusters_it_selects_and_goes_with
         .find(|p| p.metadata.as_ref().unwrap().name == "shop2-stores")
         .unwrap();
     assert_eq!(kept.spec, theirs.spec, "never overwritten");
+    // That Placement removed: the GitRepo writes its own and delivers the commit it held back.
+    placement_api
+        .delete_placement(flotilla_api::v1::PlacementRef {
+            namespace: "default".into(),
+            name: "shop2-stores".into(),
+        })
+        .await
+        .unwrap();
+    wait_clusters(&hub, "shop2-apps-web", &["depot-1", "depot-2"]).await;
+    wait_repo(&mut api, "shop2", "delivered once the name is free", |r| {
+        delivered(r) == first
+    })
+    .await;
 
     // Deleting the GitRepo takes its Placement and its works.
     api.delete_git_repo(flotilla_api::v1::GetGitRepoRequest {
@@ -220,6 +233,12 @@ async fn an_inline_target_delivers_only_to_the_clusters_it_selects_and_goes_with
     .unwrap();
     wait_clusters(&hub, "shop-apps-web", &[]).await;
     wait_placements(&mut placement_api, &["shop2-stores", "stores"]).await;
+    let owned = &placements(&mut placement_api).await[0];
+    assert_eq!(
+        owned.metadata.as_ref().unwrap().labels["apps.flotilla.io/gitrepo"],
+        "shop2",
+        "shop2's own now"
+    );
     for a in agents {
         a.stop().await;
     }

@@ -214,3 +214,14 @@ fn the_condition_says_which_target_was_refused_and_is_absent_without_inline_targ
     assert!(condition(&mut s, 0, &[]));
     assert!(meta::find_condition(&s.conditions, PLACED).is_none());
 }
+
+#[test]
+fn a_refusal_cleared_is_seen_once_and_only_after_a_refusal() {
+    let mut s = GitRepoStatus::default();
+    assert!(!cleared(&s, &[]), "never refused");
+    condition(&mut s, 1, &["spec.targets[0] (depots): taken".into()]);
+    assert!(!cleared(&s, &["spec.targets[0] (depots): taken".into()]));
+    assert!(cleared(&s, &[]));
+    condition(&mut s, 1, &[]);
+    assert!(!cleared(&s, &[]), "placed since");
+}
