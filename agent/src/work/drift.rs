@@ -15,10 +15,7 @@ use flotilla_api::work::ManifestId;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// The work condition reporting a fight over its resources.
-pub const CONTESTED: &str = "Contested";
-/// The work condition reporting resources put back after someone changed them on the cluster.
-pub const REPAIRED: &str = "Repaired";
+pub use flotilla_api::work::conditions::{CONTESTED, REPAIRED};
 
 /// Drift repair's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

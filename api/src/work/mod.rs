@@ -26,6 +26,12 @@ pub mod conditions {
     pub const FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
     /// The work is being deleted.
     pub const DELETING: &str = "Deleting";
+    /// The agent keeps writing back what someone else keeps changing (a fight over its
+    /// resources; the agent's drift repair).
+    pub const CONTESTED: &str = "Contested";
+    /// The agent put back what someone changed on the cluster, for one drift window (the hub
+    /// shows the cluster `Modified` meanwhile).
+    pub const REPAIRED: &str = "Repaired";
 }
 
 /// The identity of one manifest.

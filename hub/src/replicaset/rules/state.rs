@@ -22,12 +22,7 @@ use flotilla_api::work::conditions::{APPLIED, AVAILABLE, DEGRADED};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The work condition the agent sets while it keeps writing back what someone else changes
-/// (`agent/src/work/drift.rs`).
-pub const CONTESTED: &str = "Contested";
-/// The work condition the agent sets for one drift window after it put back what someone else
-/// changed on the cluster (`agent/src/work/drift.rs`).
-pub const REPAIRED: &str = "Repaired";
+pub use flotilla_api::work::conditions::{CONTESTED, REPAIRED};
 
 /// One cluster's state, ordered by Fleet's rank (the last is the worst).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
