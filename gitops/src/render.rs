@@ -63,7 +63,8 @@ pub struct Rendered {
 }
 
 /// Bytes of manifests of a bundle's base and all its customizations together, at most: they are
-/// kept in one replica set record (with the template before the last change, for undo).
+/// kept in one replica set record, with the base and variants before the last change (for undo),
+/// so a record holds at most twice this — under NATS's default 1 MiB payload.
 pub const MAX_CUSTOMIZED_BYTES: usize = 384 * 1024;
 
 /// The options one rendering applies.
