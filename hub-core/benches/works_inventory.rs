@@ -33,7 +33,11 @@ fn work(cluster: usize, set: usize, available: bool) -> StoredWork {
         metadata: Some(ObjectMeta {
             name: format!("set-{set:04}"),
             namespace: format!("cluster-{cluster:05}"),
-            labels: [(REPLICASET_LABEL.to_string(), format!("default.set-{set:04}"))].into(),
+            labels: [(
+                REPLICASET_LABEL.to_string(),
+                format!("default.set-{set:04}"),
+            )]
+            .into(),
             ..Default::default()
         }),
         spec: None,
