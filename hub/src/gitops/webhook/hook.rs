@@ -97,15 +97,22 @@ impl GitRepos {
         let decided = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let (answer, fetch) = decide(&delivery, &r, &candidates, left_out);
-            let marks = if fetch.is_empty() {
-                Vec::new()
-            } else {
-                replay::marks(r.provider, &delivery.headers, &delivery.body)
-            };
-            (answer, fetch, marks)
+            let fetch: Vec<(ObjectRef, Vec<replay::Mark>)> = fetch
+                .into_iter()
+                .map(|key| {
+                    let marks = replay::marks(
+                        r.provider,
+                        &delivery.headers,
+                        &delivery.body,
+                        &key.to_string(),
+                    );
+                    (key, marks)
+                })
+                .collect();
+            (answer, fetch)
         })
         .await;
-        let (answer, fetch, marks) = match decided {
+        let (answer, fetch) = match decided {
             Ok(decided) => decided,
             Err(e) => {
                 return Answer::new(
@@ -118,7 +125,12 @@ impl GitRepos {
         if fetch.is_empty() {
             return answer;
         }
-        if !self.hooks.recent.lock().expect("recent lock").first(&marks) {
+        // A replay for one GitRepo is not one for another (each has its own hook).
+        let (fetch, marks): (Vec<ObjectRef>, Vec<Vec<replay::Mark>>) = {
+            let mut recent = self.hooks.recent.lock().expect("recent lock");
+            fetch.into_iter().filter(|(_, m)| recent.first(m)).unzip()
+        };
+        if fetch.is_empty() {
             let id = verify::delivery_id(&d.headers).map_or(String::new(), |id| {
                 format!(" {:?}", id.chars().take(64).collect::<String>())
             });
@@ -135,11 +147,10 @@ impl GitRepos {
         let answer = self.poke_all(answer, fetch, &read.push.commit).await;
         if answer.outcome == Outcome::Unavailable {
             // Nothing was started for it: the sender's retry is welcome.
-            self.hooks
-                .recent
-                .lock()
-                .expect("recent lock")
-                .forget(&marks);
+            let mut recent = self.hooks.recent.lock().expect("recent lock");
+            for m in &marks {
+                recent.forget(m);
+            }
         }
         answer
     }

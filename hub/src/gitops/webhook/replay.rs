@@ -15,17 +15,20 @@ pub const STATUS_EVERY: Duration = Duration::from_secs(1);
 /// …and the same commit again at most this often (its time refreshed, nothing else changes).
 pub const SAME_COMMIT_EVERY: Duration = Duration::from_secs(60);
 
-/// What one delivery is remembered by: a digest of its body (what is signed), and one of its
-/// id when it has one.
+/// What one delivery is remembered by, for one GitRepo: a digest of its body (what is signed),
+/// and one of its id when it has one. Per GitRepo: two GitRepos following one repository each
+/// have their own hook, and the forge sends each the same body — the second is not a replay.
 pub type Mark = [u8; 32];
 
-/// The marks of a delivery from `provider`.
-pub fn marks(provider: Provider, headers: &Headers, body: &[u8]) -> Vec<Mark> {
+/// The marks of a delivery from `provider` for the GitRepo `gitrepo` (its `namespace/name`).
+pub fn marks(provider: Provider, headers: &Headers, body: &[u8], gitrepo: &str) -> Vec<Mark> {
     let digest = |kind: &str, bytes: &[u8]| -> Mark {
         let mut h = Sha256::new();
         h.update(kind.as_bytes());
         h.update([0]);
         h.update(provider.name().as_bytes());
+        h.update([0]);
+        h.update(gitrepo.as_bytes());
         h.update([0]);
         h.update(bytes);
         h.finalize().into()
