@@ -167,7 +167,8 @@ impl Entry {
                 let Ok(mut mac) = Hmac::<Sha1>::new_from_slice(salt) else {
                     return false;
                 };
-                mac.update(name.as_bytes());
+                // OpenSSH hashes the host name lower-cased.
+                mac.update(name.to_ascii_lowercase().as_bytes());
                 mac.verify_slice(hash).is_ok()
             }
             Hosts::Patterns(patterns) => {

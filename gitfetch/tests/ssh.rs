@@ -99,6 +99,24 @@ async fn a_server_that_refuses_git_protocol_is_fetched_over_protocol_v0() {
 }
 
 #[tokio::test]
+async fn a_server_with_several_host_keys_presents_the_one_known_hosts_lists() {
+    let (base, repo, first, sshd) = setup(SshdOptions {
+        host_key_types: &["ed25519", "ecdsa", "rsa"],
+        ..Default::default()
+    });
+    let cache = base.path().join("cache/shop.git");
+    for kind in ["ecdsa", "rsa", "ed25519"] {
+        let auth = credentials(sshd.client_key(), sshd.known_hosts_of(kind));
+        let r = fetch(&cache, &ssh_request(&sshd.url(&repo.dir), auth))
+            .await
+            .unwrap()
+            .result;
+        assert_eq!(r.error, None, "{kind} alone in known_hosts");
+        assert_eq!(r.commit, first);
+    }
+}
+
+#[tokio::test]
 async fn host_keys_are_checked_against_known_hosts_with_no_trust_on_first_use() {
     let (base, repo, _, sshd) = setup(SshdOptions::default());
     let url = sshd.url(&repo.dir);

@@ -194,6 +194,10 @@ fn scp_like(url: &str) -> Result<(), String> {
     if login.contains('/') {
         return Err(not.into());
     }
+    if !login.contains('@') && path.split('/').next().is_some_and(|p| p.contains('@')) {
+        // `user:password@host:path`: the first `:` came before the `@`.
+        return Err("no password in the URL (put credentials in a Secret)".into());
+    }
     let host = login.rsplit_once('@').map_or(login, |(_, h)| h);
     if host.is_empty() || path.is_empty() {
         return Err(format!("{not} (a host and a path are both needed)"));

@@ -22,6 +22,7 @@ pub struct Sshd {
     pub port: u16,
     /// The user who may log in (the one running the test).
     pub user: String,
+    host_key_types: &'static [&'static str],
 }
 
 /// Options for [`Sshd::start_with`].
@@ -29,15 +30,15 @@ pub struct Sshd {
 pub struct SshdOptions {
     /// Accept `GIT_PROTOCOL` from the client (protocol v2); OpenSSH's default refuses it.
     pub accept_git_protocol: bool,
-    /// The host key's type (`ed25519`, `ecdsa`, `rsa`).
-    pub host_key_type: &'static str,
+    /// The host keys' types (`ed25519`, `ecdsa`, `rsa`), one key each.
+    pub host_key_types: &'static [&'static str],
 }
 
 impl Default for SshdOptions {
     fn default() -> Self {
         SshdOptions {
             accept_git_protocol: true,
-            host_key_type: "ed25519",
+            host_key_types: &["ed25519"],
         }
     }
 }
@@ -56,7 +57,14 @@ impl Sshd {
              apt-get install -y openssh-server)"
         );
         let dir = tempfile::tempdir().unwrap();
-        let host_key = keygen(dir.path(), "host_key", options.host_key_type);
+        let host_keys: String = options
+            .host_key_types
+            .iter()
+            .map(|kind| {
+                let key = keygen(dir.path(), &format!("host_key_{kind}"), kind);
+                format!("HostKey {}\n", key.display())
+            })
+            .collect();
         let client = keygen(dir.path(), "client_key", "ed25519");
         std::fs::copy(
             client.with_extension("pub"),
@@ -72,11 +80,10 @@ impl Sshd {
             ""
         };
         let config = format!(
-            "HostKey {hk}\nAuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM no\n\
+            "{host_keys}AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM no\n\
              PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
              PermitRootLogin prohibit-password\nPidFile {d}/sshd.pid\nListenAddress 127.0.0.1\n\
-             AllowUsers {user}\nLogLevel VERBOSE\n{accept}",
-            hk = host_key.display()
+             AllowUsers {user}\nLogLevel VERBOSE\n{accept}"
         );
         std::fs::write(dir.path().join("sshd_config"), config).unwrap();
         if is_root() {
@@ -99,6 +106,7 @@ impl Sshd {
             dir,
             port,
             user,
+            host_key_types: options.host_key_types,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -130,9 +138,17 @@ impl Sshd {
         std::fs::read(self.dir.path().join("client_key")).unwrap()
     }
 
-    /// The server's host key as one `known_hosts` line (`[127.0.0.1]:<port> <type> <base64>`).
+    /// The server's first host key as one `known_hosts` line
+    /// (`[127.0.0.1]:<port> <type> <base64>`).
     pub fn known_hosts(&self) -> String {
-        let public = std::fs::read_to_string(self.dir.path().join("host_key.pub")).unwrap();
+        let first = self.host_key_types.first().expect("a host key");
+        self.known_hosts_of(first)
+    }
+
+    /// The line of the server's host key of type `kind` (one of its `host_key_types`).
+    pub fn known_hosts_of(&self, kind: &str) -> String {
+        let path = self.dir.path().join(format!("host_key_{kind}.pub"));
+        let public = std::fs::read_to_string(path).unwrap();
         let mut fields = public.split_whitespace();
         let (kind, key) = (fields.next().unwrap(), fields.next().unwrap());
         format!("[127.0.0.1]:{} {kind} {key}\n", self.port)

@@ -73,6 +73,11 @@ fn hashed_hosts_match_their_name_only() {
         verdict(&text, "git.example.org", 22, "ssh-ed25519", &ed25519()),
         Verdict::Unknown
     );
+    assert_eq!(
+        verdict(&text, "Git.Example.COM", 22, "ssh-ed25519", &ed25519()),
+        Verdict::Trusted,
+        "the name is hashed lower-cased, as OpenSSH does"
+    );
 }
 
 #[test]

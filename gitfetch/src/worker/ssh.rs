@@ -12,6 +12,7 @@
 //! not appear to be a git repository`) is kept, cut, for the failure message.
 
 use std::{
+    borrow::Cow,
     io::{self, Read, Write},
     sync::{Arc, Mutex},
     time::Duration,
@@ -21,7 +22,7 @@ use gix::protocol::transport::client::git;
 use russh::{
     ChannelMsg, ChannelReadHalf, ChannelWriteHalf,
     client::{self, Handle},
-    keys::{PrivateKey, PrivateKeyWithHashAlg, PublicKeyOrCertificate},
+    keys::{Algorithm, PrivateKey, PrivateKeyWithHashAlg, PublicKeyOrCertificate},
 };
 
 use super::{
@@ -37,6 +38,8 @@ use crate::{
 pub const DEFAULT_USER: &str = "git";
 /// Bytes of the server's stderr kept for the failure message.
 const STDERR_KEPT: usize = 2048;
+/// Bytes of stderr a server may send at all (a server trickling stderr is not sending a pack).
+const STDERR_MAX: usize = 64 * 1024;
 
 /// An SSH repository's connection, as gix reads and writes it.
 pub type Connection = git::blocking_io::Connection<Counted<Reader>, Writer>;
@@ -48,6 +51,7 @@ pub struct Remote(Arc<Mutex<RemoteState>>);
 #[derive(Debug, Default)]
 struct RemoteState {
     stderr: Vec<u8>,
+    stderr_bytes: usize,
     exit: Option<u32>,
     refused_command: bool,
 }
@@ -64,7 +68,11 @@ impl Remote {
             )));
         }
         if said.is_empty() {
-            return None;
+            return state.exit.filter(|code| *code != 0).map(|code| {
+                Failure::transport(format!(
+                    "{url}: the server ended git-upload-pack with status {code}"
+                ))
+            });
         }
         let not_found = said.contains("does not appear to be a git repository")
             || said.contains("not found")
@@ -289,6 +297,10 @@ async fn open(
     let stream = tokio::net::TcpStream::from_std(stream).map_err(russh::Error::from)?;
     let config = Arc::new(client::Config {
         inactivity_timeout: Some(IO_TIMEOUT + Duration::from_secs(5)),
+        preferred: russh::Preferred {
+            key: Cow::Owned(host_key_algorithms(&checker.entries, &checker.name)),
+            ..Default::default()
+        },
         ..Default::default()
     });
     let mut session = client::connect_stream(config, stream, checker).await?;
@@ -306,6 +318,36 @@ async fn open(
     channel.set_env(false, "GIT_PROTOCOL", "version=2").await?;
     channel.exec(true, command).await?;
     Ok((session, channel))
+}
+
+/// The host-key algorithms to offer: those of the `known_hosts` lines naming the host, in
+/// russh's order of preference — so a server with several host keys presents the one the lines
+/// know (offering ed25519 first to a server whose ecdsa key alone is listed would make a right
+/// key look like a man in the middle). russh's whole list when no line names an algorithm it
+/// has (the check then refuses, naming what was presented).
+fn host_key_algorithms(entries: &[Entry], name: &str) -> Vec<Algorithm> {
+    let known: Vec<&str> = entries
+        .iter()
+        .filter(|e| !e.revoked && e.names(name))
+        .map(|e| e.algorithm.as_str())
+        .collect();
+    let all = russh::Preferred::default().key;
+    let offered: Vec<Algorithm> = all
+        .iter()
+        .filter(|a| {
+            let kind = match a {
+                Algorithm::Rsa { .. } => "ssh-rsa",
+                other => other.as_str(),
+            };
+            known.contains(&kind)
+        })
+        .cloned()
+        .collect();
+    if offered.is_empty() {
+        all.into_owned()
+    } else {
+        offered
+    }
 }
 
 /// The host-key check: the key the server presents must be on a `known_hosts` line for it.
@@ -380,20 +422,23 @@ pub struct Reader {
 
 impl Read for Reader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // Only data restarts the clock: stderr or window messages trickled do not.
+        let since = std::time::Instant::now();
         while self.at == self.pending.len() {
             if self.done {
                 return Ok(0);
             }
+            let left = IO_TIMEOUT.saturating_sub(since.elapsed());
             let next = self
                 .rt
-                .block_on(async { tokio::time::timeout(IO_TIMEOUT, self.half.wait()).await })
+                .block_on(async { tokio::time::timeout(left, self.half.wait()).await })
                 .map_err(|_| {
                     io::Error::new(
                         io::ErrorKind::TimedOut,
-                        format!("the server sent nothing for {IO_TIMEOUT:?}"),
+                        format!("the server sent no data for {IO_TIMEOUT:?}"),
                     )
                 })?;
-            self.take(next);
+            self.take(next)?;
         }
         let n = buf.len().min(self.pending.len() - self.at);
         buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
@@ -403,8 +448,8 @@ impl Read for Reader {
 }
 
 impl Reader {
-    /// Files one channel message: data to read, stderr kept, the end noted.
-    fn take(&mut self, message: Option<ChannelMsg>) {
+    /// Files one channel message: data to read, stderr kept (and bounded), the end noted.
+    fn take(&mut self, message: Option<ChannelMsg>) -> io::Result<()> {
         let mut state = self.remote.0.lock().unwrap_or_else(|p| p.into_inner());
         match message {
             Some(ChannelMsg::Data { data }) => {
@@ -416,6 +461,12 @@ impl Reader {
                 state
                     .stderr
                     .extend_from_slice(&data[..data.len().min(room)]);
+                state.stderr_bytes += data.len();
+                if state.stderr_bytes > STDERR_MAX {
+                    return Err(io::Error::other(format!(
+                        "the server wrote more than {STDERR_MAX} bytes to stderr"
+                    )));
+                }
             }
             Some(ChannelMsg::ExitStatus { exit_status }) => state.exit = Some(exit_status),
             Some(ChannelMsg::Failure) => {
@@ -425,6 +476,7 @@ impl Reader {
             Some(ChannelMsg::Eof | ChannelMsg::Close) | None => self.done = true,
             Some(_) => {}
         }
+        Ok(())
     }
 }
 

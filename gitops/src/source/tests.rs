@@ -77,6 +77,7 @@ fn ssh_and_scp_like_repositories_need_a_secret_and_take_a_user_but_no_password()
     );
     assert!(problems("https://ann@git.example.com/ops/shop.git").contains("no user or password"));
     assert!(problems("shop.git").contains("not a URL: use https://, ssh://"));
+    assert!(problems("git:hunter2@github.com:ops/shop.git").contains("no password in the URL"));
     assert!(problems("ops/shop:v1").contains("not a URL"));
     assert!(problems("git@host:").contains("a host and a path are both needed"));
     assert!(problems("-oProxyCommand=x:y").contains("starts with '-'"));
