@@ -125,8 +125,8 @@ pub enum RestoreError {
     /// The server rebuilt other than the manifest recorded.
     #[error(
         "{stream}: the server rebuilt {} messages up to sequence {} from the archive, but the \
-         backup's manifest recorded {} up to {}: the archive is short (a nats-server 2.9 \
-         snapshot that ended early?) — take the backup again",
+         backup's manifest recorded {} up to {}: the archive does not hold what the manifest \
+         describes (short: a nats-server 2.9 snapshot that ended early?) — take the backup again",
         got.0, got.1, expected.0, expected.1
     )]
     Short {
@@ -468,13 +468,24 @@ fn ages_out(request: &Value) -> bool {
 /// count — or, for a stream that ages messages out, no more than it: the server drops on
 /// restore the messages that aged out since the backup (the leases of a backup older than a
 /// lease TTL), while the last sequence stays.
+///
+/// The archive may also hold more than the manifest recorded: the server reports a stream's
+/// state when the snapshot starts and keeps appending while its blocks are streamed out, so
+/// writes made during the snapshot can be in the archive's last block. Those are accepted up
+/// to the stream's last sequence when the backup ended (`last_seq_after`); each such write
+/// adds at most one message (and may replace or purge older ones), so the count is bounded
+/// above only. An archive that ends before the recorded last sequence is short.
 fn rebuilt_whole(record: &StreamRecord, restored: &snapshot::Restored, ages_out: bool) -> bool {
-    restored.last_seq == record.last_seq
-        && if ages_out {
-            restored.messages <= record.messages
-        } else {
-            restored.messages == record.messages
-        }
+    let grew = restored.last_seq.saturating_sub(record.last_seq);
+    let latest = record.last_seq_after.max(record.last_seq);
+    if restored.last_seq < record.last_seq || restored.last_seq > latest {
+        return false;
+    }
+    if ages_out || grew > 0 {
+        restored.messages <= record.messages + grew
+    } else {
+        restored.messages == record.messages
+    }
 }
 
 /// Restores one stream and purges it when the manifest says so.
@@ -517,6 +528,7 @@ async fn restore_one(
         stream,
         bytes = restored.bytes,
         messages = restored.messages,
+        written_during_snapshot = restored.last_seq.saturating_sub(record.last_seq),
         "stream restored"
     );
     Ok(restored)
@@ -656,6 +668,35 @@ mod tests {
             "a sequence missing"
         );
         assert!(!rebuilt_whole(&record, &got(34, 66), true));
+    }
+
+    #[test]
+    fn an_archive_that_grew_while_it_was_taken_is_whole_up_to_the_backups_end() {
+        // Recorded at 119 messages up to 236 when the snapshot started; the stream was at 240
+        // when the backup ended (nats-server 2.9 during a fanout: the archive held one more).
+        let record: StreamRecord = serde_json::from_value(serde_json::json!({
+            "name": "KV_works", "kind": "bucket", "restore": "as-is", "bytes": 1,
+            "sha256": "00", "messages": 119, "first_seq": 1, "last_seq": 236,
+            "last_seq_before": 230, "last_seq_after": 240,
+        }))
+        .unwrap();
+        let got = |messages, last_seq| Restored {
+            bytes: 1,
+            messages,
+            last_seq,
+        };
+        assert!(rebuilt_whole(&record, &got(120, 237), false), "a new key");
+        assert!(rebuilt_whole(&record, &got(119, 237), false), "a key rewritten");
+        assert!(rebuilt_whole(&record, &got(123, 240), false));
+        assert!(
+            !rebuilt_whole(&record, &got(124, 241), false),
+            "past the stream's end when the backup ended"
+        );
+        assert!(
+            !rebuilt_whole(&record, &got(125, 238), false),
+            "more messages than writes"
+        );
+        assert!(!rebuilt_whole(&record, &got(118, 235), false), "short");
     }
 
     #[test]
