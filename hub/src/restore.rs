@@ -686,7 +686,10 @@ mod tests {
             last_seq,
         };
         assert!(rebuilt_whole(&record, &got(120, 237), false), "a new key");
-        assert!(rebuilt_whole(&record, &got(119, 237), false), "a key rewritten");
+        assert!(
+            rebuilt_whole(&record, &got(119, 237), false),
+            "a key rewritten"
+        );
         assert!(rebuilt_whole(&record, &got(123, 240), false));
         assert!(
             !rebuilt_whole(&record, &got(124, 241), false),
