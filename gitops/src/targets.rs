@@ -33,10 +33,98 @@ pub fn owned_name(gitrepo: &str, target: &str) -> String {
 
 /// Whether Placement `p` belongs to GitRepo `gitrepo` (its label; both are in one namespace).
 pub fn owned_by(p: &Placement, gitrepo: &str) -> bool {
+    owner(p) == Some(gitrepo)
+}
+
+/// The GitRepo that writes Placement `p` (its label), if any.
+pub fn owner(p: &Placement) -> Option<&str> {
     p.metadata
-        .as_ref()
-        .and_then(|m| m.labels.get(GITREPO_LABEL))
-        .is_some_and(|n| n == gitrepo)
+        .as_ref()?
+        .labels
+        .get(GITREPO_LABEL)
+        .map(String::as_str)
+        .filter(|n| !n.is_empty())
+}
+
+/// A user's write of a Placement refused: it is a GitRepo's, or claims to be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A user's apply or delete of a Placement a GitRepo writes (an inline target's).
+    #[error(
+        "Placement {namespace}/{name} belongs to GitRepo {namespace}/{gitrepo} (an inline \
+         target's): {}",
+        hint(verb)
+    )]
+    Owned {
+        /// The Placement's namespace (the GitRepo's too).
+        namespace: String,
+        /// The Placement.
+        name: String,
+        /// The GitRepo writing it.
+        gitrepo: String,
+        /// "writes" or "deletes".
+        verb: &'static str,
+    },
+    /// A user's Placement carrying the label that marks a GitRepo's: the GitRepo would take
+    /// it for its own, and delete it when no target wants it.
+    #[error(
+        "Placement {namespace}/{name}: metadata.labels.{label} ({gitrepo}) marks the Placements a \
+         GitRepo writes for its inline targets; remove the label (copied from an inline target's \
+         Placement?), or `--force` to write it anyway",
+        label = GITREPO_LABEL
+    )]
+    Marked {
+        /// The Placement's namespace.
+        namespace: String,
+        /// The Placement.
+        name: String,
+        /// The GitRepo the label names.
+        gitrepo: String,
+    },
+}
+
+fn hint(verb: &str) -> &'static str {
+    if verb == "deletes" {
+        "remove the target from the GitRepo (its Placement goes once the bundles moved off it), \
+         or delete the GitRepo"
+    } else {
+        "change the target in the GitRepo; `flotilla apply --force` writes it anyway (the \
+         GitRepo puts it back at its next refresh, within seconds)"
+    }
+}
+
+/// Whether a user (not forced) may write `incoming` over `stored` (`None`: a new Placement,
+/// or, for `incoming`, a delete): never a GitRepo's Placement, and never one claiming to be.
+pub fn user_may_write(
+    stored: Option<&Placement>,
+    incoming: Option<&Placement>,
+) -> Result<(), Refusal> {
+    let names = |p: &Placement| {
+        let m = p.metadata.clone().unwrap_or_default();
+        (m.namespace, m.name)
+    };
+    if let Some((p, gitrepo)) = stored.and_then(|p| Some((p, owner(p)?))) {
+        let (namespace, name) = names(p);
+        return Err(Refusal::Owned {
+            namespace,
+            name,
+            gitrepo: gitrepo.to_owned(),
+            verb: if incoming.is_some() {
+                "writes"
+            } else {
+                "deletes"
+            },
+        });
+    }
+    if let Some((p, gitrepo)) = incoming.and_then(|p| Some((p, owner(p)?))) {
+        let (namespace, name) = names(p);
+        return Err(Refusal::Marked {
+            namespace,
+            name,
+            gitrepo: gitrepo.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Every inline target of `r` with the Placement it becomes, in target order (the index is the

@@ -169,7 +169,7 @@ fn describe(i: usize, doc: &Document) -> String {
 }
 
 /// Applies the documents [`read`] returned, printing a line for each in document order.
-/// `force`: replica sets a GitRepo writes are written all the same.
+/// `force`: replica sets and Placements a GitRepo writes are written all the same.
 pub async fn run(hub: &Hub, docs: Vec<Document>, force: bool) -> Result<()> {
     let total = docs.len();
     let lost = AtomicBool::new(false);

@@ -103,3 +103,80 @@ fn cluster_name_becomes_a_cel_expression_and_no_selector_means_no_predicate() {
     let s = every.spec.unwrap();
     assert!(s.predicates.is_empty() && s.predicate_cel_selectors.is_empty());
 }
+
+fn user_placement(name: &str, gitrepo_label: Option<&str>) -> Placement {
+    Placement {
+        metadata: Some(ObjectMeta {
+            name: name.into(),
+            namespace: "edge-apps".into(),
+            labels: gitrepo_label
+                .map(|g| (GITREPO_LABEL.to_string(), g.to_string()))
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        }),
+        spec: None,
+        status: None,
+    }
+}
+
+#[test]
+fn a_user_may_not_write_or_delete_an_inline_targets_placement() {
+    let owned = placement("edge-apps", "shop", "depots", &depots());
+    let edited = owned.clone();
+    let refused = user_may_write(Some(&owned), Some(&edited)).unwrap_err();
+    assert!(matches!(
+        &refused,
+        Refusal::Owned { gitrepo, verb: "writes", .. } if gitrepo == "shop"
+    ));
+    let message = refused.to_string();
+    assert!(
+        message.contains("Placement edge-apps/shop-depots belongs to GitRepo edge-apps/shop")
+            && message.contains("--force"),
+        "{message}"
+    );
+    let stripped = user_placement("shop-depots", None);
+    assert!(
+        matches!(
+            user_may_write(Some(&owned), Some(&stripped)),
+            Err(Refusal::Owned { .. })
+        ),
+        "taking the label off does not make it the user's"
+    );
+    assert!(matches!(
+        user_may_write(Some(&owned), None),
+        Err(Refusal::Owned {
+            verb: "deletes",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_users_placement_may_not_carry_the_gitrepo_label() {
+    let copied = user_placement("my-depots", Some("shop"));
+    let refused = user_may_write(None, Some(&copied)).unwrap_err();
+    assert!(
+        refused.to_string().contains(&format!(
+            "metadata.labels.{GITREPO_LABEL} (shop) marks the Placements a GitRepo writes"
+        )),
+        "{refused}"
+    );
+    let mine = user_placement("my-depots", None);
+    assert_eq!(user_may_write(None, Some(&mine)), Ok(()));
+    assert_eq!(user_may_write(Some(&mine), Some(&mine)), Ok(()));
+    assert_eq!(user_may_write(Some(&mine), None), Ok(()));
+    assert!(
+        matches!(
+            user_may_write(Some(&mine), Some(&copied)),
+            Err(Refusal::Marked { .. })
+        ),
+        "nor gain it by an update"
+    );
+    let empty = user_placement("my-depots", Some(""));
+    assert_eq!(
+        user_may_write(None, Some(&empty)),
+        Ok(()),
+        "an empty label names none"
+    );
+}

@@ -338,8 +338,15 @@ impl Actor {
             }
         }
         let placements = &self.deps.placements;
+        let namespace_sets = self.deps.replicasets.list(&key.namespace);
+        // Its own sets are gone (deleted above), whatever the view still shows.
+        let others: Vec<&ManifestWorkReplicaSet> = namespace_sets
+            .iter()
+            .map(Arc::as_ref)
+            .filter(|rs| !rules::owned_by(rs, &key.name))
+            .collect();
         if let Err((name, e)) =
-            super::placements::remove_all(placements, &key.namespace, &key.name).await
+            super::placements::remove_all(placements, &key.namespace, &key.name, &others).await
         {
             return Err(GitRepoError::Invalid(vec![format!(
                 "its Placement {}/{name} could not be deleted: {e}; try again",
@@ -409,6 +416,7 @@ impl Actor {
         let moved = rules::spec_moved(&repo, t);
         t.in_flight = true;
         t.again = false;
+        t.render_again = false;
         t.next = None;
         let generation = repo.metadata.as_ref().map_or(0, |m| m.generation);
         let forced = source::spec(&repo).force_sync_generation;
@@ -543,19 +551,20 @@ impl Actor {
         let key = super::key_of(repo);
         // The inline targets' Placements first: the sets name them (one taken by a Placement
         // this GitRepo does not own refuses the commit).
-        let sets = owned_sets(&self.deps.replicasets, &key);
-        let sets: Vec<&ManifestWorkReplicaSet> = sets.iter().map(Arc::as_ref).collect();
-        let (inline, refused) =
-            super::placements::reconcile(&self.deps.placements, repo, &sets).await;
-        self.placed = Some((inline, refused.clone()));
-        if !refused.is_empty() {
-            return Outcome::Invalid {
-                commit,
-                problems: refused,
-            };
-        }
         let existing = self.deps.replicasets.list(&key.namespace);
         let refs: Vec<&ManifestWorkReplicaSet> = existing.iter().map(Arc::as_ref).collect();
+        let done = super::placements::reconcile(&self.deps.placements, repo, &refs).await;
+        self.tracked
+            .entry(key.clone())
+            .or_default()
+            .owned_placements = Some(done.owned);
+        self.placed = Some((done.inline, done.problems.clone()));
+        if !done.problems.is_empty() {
+            return Outcome::Invalid {
+                commit,
+                problems: done.problems,
+            };
+        }
         let mut writes = match rules::writes(repo, &bundles, &commit.sha, &refs) {
             Ok(w) => w,
             Err(problems) => return Outcome::Invalid { commit, problems },
@@ -607,25 +616,33 @@ impl Actor {
         }
     }
 
-    /// Reads every GitRepo's bundle counts from the replica sets; writes the statuses that
+    /// Reads every GitRepo's bundle counts from the replica sets, and carries out its inline
+    /// targets' Placements when it has any (or owned ones are left); writes the statuses that
     /// changed.
     async fn refresh_all(&mut self) {
         let keys: Vec<ObjectRef> = self.repos.keys().cloned().collect();
         for key in keys {
             let repo = self.repos[&key].clone();
             let mut status = repo.status.clone().unwrap_or_default();
-            let sets = owned_sets(&self.deps.replicasets, &key);
-            let sets: Vec<&ManifestWorkReplicaSet> = sets.iter().map(Arc::as_ref).collect();
-            // Inline targets' Placements follow the spec (and are put back if edited).
-            let (inline, refused) =
-                super::placements::reconcile(&self.deps.placements, &repo, &sets).await;
-            let cleared = super::placements::cleared(&status, &refused);
+            let namespace_sets = self.deps.replicasets.list(&key.namespace);
+            let sets: Vec<&ManifestWorkReplicaSet> = namespace_sets
+                .iter()
+                .map(Arc::as_ref)
+                .filter(|rs| rules::owned_by(rs, &key.name))
+                .collect();
             let mut changed = rules::refresh_bundles(&mut status, &sets);
-            changed |= super::placements::condition(&mut status, inline, &refused);
-            if cleared && let Some(t) = self.tracked.get_mut(&key) {
+            if rules::places(&repo, self.tracked.get(&key)) {
+                // Inline targets' Placements follow the spec (and are put back if edited).
+                let every: Vec<&ManifestWorkReplicaSet> =
+                    namespace_sets.iter().map(Arc::as_ref).collect();
+                let done = super::placements::reconcile(&self.deps.placements, &repo, &every).await;
+                let cleared = super::placements::cleared(&status, &done.problems);
+                changed |= super::placements::condition(&mut status, done.inline, &done.problems);
+                let t = self.tracked.entry(key.clone()).or_default();
+                t.owned_placements = Some(done.owned);
                 // The commit a taken name refused is fetched and rendered again now that it is
-                // free, as a raised forceSyncGeneration would.
-                t.forced = t.forced.wrapping_sub(1);
+                // free.
+                t.render_again |= cleared;
             }
             if changed {
                 self.write_status(repo, status).await;

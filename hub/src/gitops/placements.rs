@@ -5,8 +5,11 @@
 //!
 //! [`plan`] (pure) says which owned Placements to write (new, or their spec changed: the
 //! target changed, or someone edited it) and which to delete (no inline target wants it and
-//! none of the GitRepo's replica sets still names it — a removed target's Placement goes once
-//! the bundles moved off it, so their works are not left without a placement first). A
+//! no replica set of the namespace still names it — a removed target's Placement goes once
+//! the bundles moved off it, so their works are not left without a placement first, and one
+//! another set was pointed at stays). A user's write or delete of an owned Placement, or of
+//! one carrying the owner label, is refused unless forced
+//! ([`flotilla_gitops::targets::user_may_write`], in the Placement API). A
 //! Placement of that name the GitRepo does not own is never overwritten: the target is refused
 //! and the status says so. [`reconcile`] carries a plan out through the placements family's
 //! handle, which validates each one exactly as a user's Placement; [`validate`] runs that
@@ -16,6 +19,7 @@
 use crate::placement::{PlacementError, Placements};
 use flotilla_api::meta::{self, status as cstatus};
 use flotilla_api::v1::{GitRepo, GitRepoStatus, ManifestWorkReplicaSet, Placement};
+use flotilla_gitops::source::GITREPO_LABEL;
 use flotilla_gitops::targets::{self, owned_by};
 use std::collections::BTreeSet;
 
@@ -37,7 +41,7 @@ pub struct Plan {
 }
 
 /// The plan for `repo` over the Placements of its namespace (`existing`), given the Placements
-/// its replica sets name now (`referenced`).
+/// the namespace's replica sets name now (`referenced`).
 pub fn plan(repo: &GitRepo, existing: &[&Placement], referenced: &BTreeSet<&str>) -> Plan {
     let m = repo.metadata.clone().unwrap_or_default();
     let by_name = |name: &str| {
@@ -79,7 +83,7 @@ pub fn plan(repo: &GitRepo, existing: &[&Placement], referenced: &BTreeSet<&str>
     out
 }
 
-/// The Placements `sets` name (a GitRepo's replica sets).
+/// The Placements `sets` name.
 pub fn referenced<'a>(sets: &[&'a ManifestWorkReplicaSet]) -> BTreeSet<&'a str> {
     sets.iter()
         .filter_map(|rs| rs.spec.as_ref())
@@ -176,62 +180,118 @@ pub fn cleared(before: &GitRepoStatus, problems: &[String]) -> bool {
         && meta::condition_status(&before.conditions, PLACED) == Some(cstatus::FALSE)
 }
 
-/// Carries out `repo`'s plan over the Placements of its namespace now, its replica sets being
-/// `sets`; every problem (a name taken, a write refused or failed), and how many inline targets
-/// it has.
+/// What a reconcile of one GitRepo's owned Placements came to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reconciled {
+    /// Inline targets the GitRepo has.
+    pub inline: usize,
+    /// Every problem: a name taken, a write refused, failed or timed out.
+    pub problems: Vec<String>,
+    /// Placements the GitRepo still owns after it (a removed target's, still referenced, or a
+    /// delete that failed, included): none and no inline target, and the next refresh skips it.
+    pub owned: usize,
+}
+
+/// How long one write or delete through the placements family may take before the refresh
+/// moves on (it is retried at the next): the GitRepo actor's mailbox is not read meanwhile.
+pub const WRITE_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Carries out `repo`'s plan over the Placements of its namespace now; `sets` are the replica
+/// sets of the namespace (every one, not only the GitRepo's: a Placement another set still
+/// delivers over is not deleted).
 pub async fn reconcile(
     placements: &Placements,
     repo: &GitRepo,
     sets: &[&ManifestWorkReplicaSet],
-) -> (usize, Vec<String>) {
-    let namespace = repo.metadata.as_ref().map_or("", |m| m.namespace.as_str());
+) -> Reconciled {
+    let m = repo.metadata.clone().unwrap_or_default();
+    let namespace = m.namespace.as_str();
     let views = placements.list(namespace);
     let existing: Vec<&Placement> = views.iter().map(|v| &v.placement).collect();
     let plan = plan(repo, &existing, &referenced(sets));
+    let mut owned = existing.iter().filter(|p| owned_by(p, &m.name)).count();
     let mut problems = plan.problems;
     for p in plan.apply {
         let name = p
             .metadata
             .as_ref()
             .map_or(String::new(), |m| m.name.clone());
-        match placements.apply(p).await {
-            Ok(_) => tracing::info!(placement = %name, "inline target's Placement written"),
-            Err(e) => problems.push(format!("Placement {namespace}/{name}: {e}")),
-        }
-    }
-    for name in plan.delete {
-        match placements.delete(namespace, &name).await {
-            Ok(()) | Err(PlacementError::NotFound(_)) => {
-                tracing::info!(placement = %name, "inline target's Placement deleted")
+        let new = placements.get(namespace, &name).is_none();
+        match tokio::time::timeout(WRITE_TIME, placements.apply(p)).await {
+            Ok(Ok(_)) => {
+                owned += usize::from(new);
+                tracing::info!(placement = %name, "inline target's Placement written")
             }
-            Err(e) => problems.push(format!(
-                "Placement {namespace}/{name} (its target is gone): {e}"
+            Ok(Err(e)) => problems.push(format!("Placement {namespace}/{name}: {e}")),
+            Err(_) => problems.push(format!(
+                "Placement {namespace}/{name}: not written within {WRITE_TIME:?} (the placements \
+                 family is busy); retried at the next refresh"
             )),
         }
     }
-    (plan.inline, problems)
+    for name in plan.delete {
+        match tokio::time::timeout(WRITE_TIME, placements.delete(namespace, &name)).await {
+            Ok(Ok(()) | Err(PlacementError::NotFound(_))) => {
+                owned = owned.saturating_sub(1);
+                tracing::info!(placement = %name, "inline target's Placement deleted")
+            }
+            Ok(Err(e)) => problems.push(format!(
+                "Placement {namespace}/{name} (its target is gone): {e}"
+            )),
+            Err(_) => problems.push(format!(
+                "Placement {namespace}/{name} (its target is gone): not deleted within \
+                 {WRITE_TIME:?}; retried at the next refresh"
+            )),
+        }
+    }
+    Reconciled {
+        inline: plan.inline,
+        problems,
+        owned,
+    }
 }
 
 /// Deletes every Placement GitRepo `namespace/name` owns (it is being deleted; its replica
-/// sets went first).
+/// sets went first) but those a replica set of the namespace (`sets`) still delivers over:
+/// those stay, handed over to the namespace (the owner label removed, so users may edit or
+/// delete them); their names.
 pub async fn remove_all(
     placements: &Placements,
     namespace: &str,
     name: &str,
-) -> Result<(), (String, PlacementError)> {
-    let owned: Vec<String> = placements
+    sets: &[&ManifestWorkReplicaSet],
+) -> Result<Vec<String>, (String, PlacementError)> {
+    let referenced = referenced(sets);
+    let (kept, owned): (Vec<String>, Vec<String>) = placements
         .list(namespace)
         .iter()
         .filter(|v| owned_by(&v.placement, name))
         .filter_map(|v| v.placement.metadata.as_ref().map(|m| m.name.clone()))
-        .collect();
+        .partition(|p| referenced.contains(p.as_str()));
     for p in owned {
         match placements.delete(namespace, &p).await {
             Ok(()) | Err(PlacementError::NotFound(_)) => {}
             Err(e) => return Err((p, e)),
         }
     }
-    Ok(())
+    for p in &kept {
+        // Handed over to the namespace: the owner label goes, so its users manage it.
+        let Some(view) = placements.get(namespace, p) else {
+            continue;
+        };
+        let mut left = view.placement.clone();
+        let m = left.metadata.get_or_insert_default();
+        m.labels.remove(GITREPO_LABEL);
+        left.status = None;
+        placements.apply(left).await.map_err(|e| (p.clone(), e))?;
+        tracing::warn!(
+            placement = %format!("{namespace}/{p}"),
+            gitrepo = %name,
+            "an inline target's Placement is kept, its owner label removed: another replica set \
+             still delivers over it"
+        );
+    }
+    Ok(kept)
 }
 
 #[cfg(test)]

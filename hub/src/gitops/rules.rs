@@ -43,6 +43,12 @@ pub struct Tracked {
     pub in_flight: bool,
     /// A fetch was asked for while one ran: another follows it at once.
     pub again: bool,
+    /// The commit is fetched and rendered again, as a raised `forceSyncGeneration` would (a
+    /// refusal that held it back cleared).
+    pub render_again: bool,
+    /// Placements the GitRepo owned at the last refresh (`None`: none since this task
+    /// started): with none and no inline target, the refresh skips its Placements.
+    pub owned_placements: Option<usize>,
 }
 
 /// Whether the spec asks for a fetch the last one did not make: a new generation, or a raised
@@ -50,7 +56,18 @@ pub struct Tracked {
 pub fn spec_moved(repo: &GitRepo, t: &Tracked) -> bool {
     let generation = repo.metadata.as_ref().map_or(0, |m| m.generation);
     let forced = source::spec(repo).force_sync_generation;
-    generation != t.generation || forced != t.forced
+    generation != t.generation || forced != t.forced || t.render_again
+}
+
+/// Whether the refresh looks at `repo`'s Placements: it has inline targets, or owned
+/// Placements at the last refresh (a removed target's, deleted once no set names it), or the
+/// task has not looked yet.
+pub fn places(repo: &GitRepo, t: Option<&Tracked>) -> bool {
+    let inline = source::spec(repo)
+        .targets
+        .iter()
+        .any(|target| target.placement.is_some());
+    inline || t.and_then(|t| t.owned_placements).is_none_or(|n| n > 0)
 }
 
 /// Whether a fetch starts now.

@@ -18,10 +18,19 @@ use flotilla_api::v1::{
     ListScoresResponse, Placement, PlacementDebug, PlacementEvent, PlacementRef, ScoreRef,
     WatchPlacementsRequest,
 };
+use flotilla_gitops::targets;
 use std::pin::Pin;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
+
+/// Whether the caller forced the write (`flotilla apply --force`, the `flotilla-force`
+/// header): a Placement a GitRepo writes for an inline target is written all the same.
+fn forced<T>(req: &Request<T>) -> bool {
+    req.metadata()
+        .get(flotilla_api::meta::FORCE_HEADER)
+        .is_some_and(|v| v == "true")
+}
 
 impl From<PlacementError> for Status {
     fn from(e: PlacementError) -> Self {
@@ -145,6 +154,11 @@ impl PlacementService for PlacementApi {
             .unwrap_or_default();
         guard::namespace("metadata.namespace", &r.namespace, false)?;
         allow(&req, Verb::Write, &r, "apply")?;
+        if !forced(&req) {
+            let stored = self.placements.get(&r.namespace, &r.name);
+            targets::user_may_write(stored.as_ref().map(|v| &v.placement), Some(req.get_ref()))
+                .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        }
         Ok(Response::new(
             self.placements.apply(req.into_inner()).await?,
         ))
@@ -187,6 +201,12 @@ impl PlacementService for PlacementApi {
     ) -> Result<Response<DeletePlacementResponse>, Status> {
         check_ref(req.get_ref())?;
         allow(&req, Verb::Write, req.get_ref(), "delete")?;
+        if !forced(&req) {
+            let r = req.get_ref();
+            let stored = self.placements.get(&r.namespace, &r.name);
+            targets::user_may_write(stored.as_ref().map(|v| &v.placement), None)
+                .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        }
         let r = req.into_inner();
         self.placements.delete(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePlacementResponse {}))

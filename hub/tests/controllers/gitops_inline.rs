@@ -244,3 +244,187 @@ async fn an_inline_target_delivers_only_to_the_clusters_it_selects_and_goes_with
     }
     hub.stop().await;
 }
+
+/// Review A3 (session 16): an inline target's Placement is the GitRepo's. A user's write or
+/// delete of it is refused unless forced (and a forced edit is put back), a user's Placement
+/// may not carry the owner label (a copy of the owned one's YAML), and one another replica set
+/// still delivers over is never deleted with the target or the GitRepo — it is handed over to
+/// the namespace instead, its label removed.
+#[tokio::test]
+async fn an_inline_targets_placement_is_written_only_by_its_gitrepo_and_kept_while_another_set_uses_it()
+ {
+    let base = tempfile::tempdir().unwrap();
+    let git = Repo::init(base.path(), "shop");
+    git.write("apps/web/cm.yaml", configmap("web", "1"));
+    git.commit("web");
+    let daemon = Daemon::serve(base.path());
+
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    let g = &mut config.families.gitops;
+    g.worker = Some(flotilla_testkit::binary("flotilla-git-fetch"));
+    g.cache_dir = base.path().join("cache");
+    g.allow_loopback = true;
+    g.retry_min = Duration::from_secs(1);
+    let hub = start_hub(config).await;
+    let agents = setup(&hub, &nats, &["store-1", "depot-1"]).await;
+    let mut clusters = clusters_client(&hub).await;
+    clusters
+        .label_cluster(LabelClusterRequest {
+            name: "depot-1".into(),
+            set: [("tier".to_string(), "depot".to_string())].into(),
+            remove: vec![],
+        })
+        .await
+        .unwrap();
+    let mut api = GitRepoServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    let mut placement_api = PlacementServiceClient::connect(format!("http://{}", hub.grpc_addr))
+        .await
+        .unwrap();
+    let url = daemon.url("shop");
+    api.apply_git_repo(gitrepo("shop", &url, DEPOTS))
+        .await
+        .unwrap();
+    let owned = wait_placements(&mut placement_api, &["shop-depots", "stores"]).await[0].clone();
+    wait_clusters(&hub, "shop-apps-web", &["depot-1"]).await;
+    let mut fresh = owned.clone();
+    let m = fresh.metadata.get_or_insert_default();
+    m.uid.clear();
+    m.resource_version = 0;
+    fresh.status = None;
+
+    // A user's edit: refused, naming the GitRepo; forced, written, and then put back.
+    let mut edited = fresh.clone();
+    edited.spec.as_mut().unwrap().number_of_clusters = Some(1);
+    let refused = placement_api
+        .apply_placement(edited.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused
+            .message()
+            .contains("Placement default/shop-depots belongs to GitRepo default/shop"),
+        "{}",
+        refused.message()
+    );
+    let mut forced = tonic::Request::new(edited);
+    forced.metadata_mut().insert(
+        flotilla_api::meta::FORCE_HEADER,
+        tonic::metadata::AsciiMetadataValue::from_static("true"),
+    );
+    placement_api.apply_placement(forced).await.unwrap();
+    let deadline = tokio::time::Instant::now() + SOON;
+    loop {
+        let now = placements(&mut placement_api).await.remove(0);
+        if now.spec == owned.spec {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the forced edit was not put back: {:?}",
+            now.spec
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let gone = placement_api
+        .delete_placement(flotilla_api::v1::PlacementRef {
+            namespace: "default".into(),
+            name: "shop-depots".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        gone.message()
+            .contains("remove the target from the GitRepo"),
+        "{}",
+        gone.message()
+    );
+
+    // A copy of its YAML under another name carries the owner label: refused.
+    let mut copy = fresh.clone();
+    copy.metadata.as_mut().unwrap().name = "my-depots".into();
+    let marked = placement_api.apply_placement(copy).await.unwrap_err();
+    assert!(
+        marked
+            .message()
+            .contains("apps.flotilla.io/gitrepo (shop) marks the Placements a GitRepo writes"),
+        "{}",
+        marked.message()
+    );
+
+    // A user's replica set delivering over shop-depots: the target replaced, the Placement
+    // stays while that set names it.
+    let mine = "apiVersion: work.open-cluster-management.io/v1alpha1\n\
+                kind: ManifestWorkReplicaSet\nmetadata: {name: mine, namespace: default}\n\
+                spec:\n  placementRefs: [{name: shop-depots}]\n  manifestWorkTemplate:\n    \
+                workload:\n      manifests:\n      - {apiVersion: v1, kind: ConfigMap, \
+                metadata: {name: mine, namespace: default}, data: {v: \"1\"}}\n";
+    let Ok(Document::ReplicaSet(mine)) = parse_documents(mine).remove(0) else {
+        panic!("replica set fixture");
+    };
+    let mut sets = flotilla_api::v1::replica_set_service_client::ReplicaSetServiceClient::connect(
+        format!("http://{}", hub.grpc_addr),
+    )
+    .await
+    .unwrap();
+    sets.apply_replica_set(mine).await.unwrap();
+    wait_clusters(&hub, "mine", &["depot-1"]).await;
+    api.apply_git_repo(gitrepo("shop", &url, LAB))
+        .await
+        .unwrap();
+    wait_clusters(&hub, "shop-apps-web", &["store-1"]).await;
+    // The web bundle moved off shop-depots: without the other set it would now go (the first
+    // test shows it does). Several refreshes (1 s apart) later it is still there.
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        let names: Vec<String> = placements(&mut placement_api)
+            .await
+            .iter()
+            .map(|p| p.metadata.as_ref().unwrap().name.clone())
+            .collect();
+        assert!(
+            names.contains(&"shop-depots".to_string()),
+            "deleted while replica set mine delivers over it: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        clusters_with(&hub, "mine"),
+        BTreeSet::from(["depot-1".into()])
+    );
+
+    // The GitRepo deleted: its other Placement goes, shop-depots stays, handed over.
+    api.delete_git_repo(flotilla_api::v1::GetGitRepoRequest {
+        namespace: "default".into(),
+        name: "shop".into(),
+    })
+    .await
+    .unwrap();
+    let left = wait_placements(&mut placement_api, &["shop-depots", "stores"]).await;
+    assert!(
+        !left[0]
+            .metadata
+            .as_ref()
+            .unwrap()
+            .labels
+            .contains_key("apps.flotilla.io/gitrepo"),
+        "handed over: its owner label removed"
+    );
+    assert_eq!(
+        clusters_with(&hub, "mine"),
+        BTreeSet::from(["depot-1".into()])
+    );
+    // Now the namespace's: its users edit it freely.
+    let mut theirs = left[0].clone();
+    theirs.status = None;
+    theirs.spec.as_mut().unwrap().number_of_clusters = Some(1);
+    placement_api.apply_placement(theirs).await.unwrap();
+    for a in agents {
+        a.stop().await;
+    }
+    hub.stop().await;
+}

@@ -8,13 +8,13 @@ use flotilla_api::meta::find_condition;
 use flotilla_api::ocm::Document;
 use flotilla_api::v1;
 
-/// Applies one document; the line says what the hub made of it. `force`: a replica set a
-/// GitRepo writes is written all the same.
+/// Applies one document; the line says what the hub made of it. `force`: a replica set or a
+/// Placement a GitRepo writes is written all the same.
 pub(super) async fn apply(hub: &Hub, doc: Document, force: bool) -> Result<String> {
     match doc {
         Document::ClusterSet(x) => cluster_set(hub, x).await,
         Document::Work(x) => work(hub, x).await,
-        Document::Placement(x) => placement(hub, x).await,
+        Document::Placement(x) => placement(hub, x, force).await,
         Document::Score(x) => score(hub, x).await,
         Document::ReplicaSet(x) => replica_set(hub, x, force).await,
         Document::Cluster(x) => cluster(hub, x).await,
@@ -99,11 +99,15 @@ async fn work(hub: &Hub, w: v1::ManifestWork) -> Result<String> {
     Ok(work_line(&m, applied.metadata.map_or(0, |m| m.generation)))
 }
 
-/// Applies a Placement.
-async fn placement(hub: &Hub, p: v1::Placement) -> Result<String> {
+/// Applies a Placement (`force`: even one a GitRepo writes for an inline target).
+async fn placement(hub: &Hub, p: v1::Placement, force: bool) -> Result<String> {
     let m = p.metadata.clone().unwrap_or_default();
     let applied = hub
-        .idempotent(async || hub.placements().apply_placement(p.clone()).await)
+        .idempotent(async || {
+            hub.placements()
+                .apply_placement(super::forced(p.clone(), force))
+                .await
+        })
         .await?;
     let st = applied.status.unwrap_or_default();
     let mut line = format!(

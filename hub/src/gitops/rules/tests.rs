@@ -84,6 +84,52 @@ fn a_new_spec_or_a_forced_sync_is_due_at_once_and_a_fetch_in_flight_never_twice(
 }
 
 #[test]
+fn a_cleared_refusal_renders_again_once_whatever_the_forced_generation() {
+    let now = Instant::now();
+    let mut r = repo(2);
+    r.spec.as_mut().unwrap().force_sync_generation = 7;
+    let fetched = Tracked {
+        generation: 2,
+        forced: 7,
+        next: Some(now + Duration::from_secs(15)),
+        ..Default::default()
+    };
+    assert!(!due(&r, &fetched, now));
+    let again = Tracked {
+        render_again: true,
+        ..fetched.clone()
+    };
+    assert!(spec_moved(&r, &again) && due(&r, &again, now));
+    let running = Tracked {
+        in_flight: true,
+        ..again
+    };
+    assert!(!due(&r, &running, now), "not while a fetch runs");
+}
+
+#[test]
+fn the_refresh_looks_at_placements_only_with_inline_targets_or_owned_ones_left() {
+    let by_ref = repo(1);
+    assert!(places(&by_ref, None), "not looked yet: once after a start");
+    let none = Tracked {
+        owned_placements: Some(0),
+        ..Default::default()
+    };
+    assert!(!places(&by_ref, Some(&none)));
+    let left = Tracked {
+        owned_placements: Some(1),
+        ..Default::default()
+    };
+    assert!(
+        places(&by_ref, Some(&left)),
+        "a removed target's, still to go"
+    );
+    let mut inline = repo(1);
+    inline.spec.as_mut().unwrap().targets[0].placement = Some(Default::default());
+    assert!(places(&inline, Some(&none)));
+}
+
+#[test]
 fn failures_back_off_doubling_to_the_longest_and_success_polls_at_the_interval() {
     let (min, max) = (Duration::from_secs(15), Duration::from_secs(600));
     let waits: Vec<u64> = (1..=8).map(|f| retry_wait(f, min, max).as_secs()).collect();
