@@ -4,13 +4,16 @@
 //! only while the set has variants: a plain set is not woken by the fleet's cluster writes),
 //! and every 30 s: the rollout step (`flotilla_rollout::step`) decides which
 //! clusters get the current template now; clusters that left the decisions lose their work.
-//! A reconcile gathers the works and the placements' decisions, asks [`plan`] (pure) what to
-//! do and what the status is, and carries it out.
+//! A reconcile gathers the works (what the rules read of each, [`WorkFacts`]: never their specs)
+//! and the placements' decisions, asks [`plan`] (pure) what to do and what the status is, and
+//! carries it out. Work changes are reconciled no sooner than [`pace`] says: at least twice the
+//! last reconcile's duration out.
 
+mod pace;
 mod plan;
 
 use super::rules::variant::{self, Picks};
-use super::rules::{self, REPLICASET_LABEL};
+use super::rules::{self, REPLICASET_LABEL, WorkFacts};
 use super::{Deps, ReplicaSetInventory};
 use crate::inventory::Change;
 use crate::keys::ObjectRef;
@@ -53,6 +56,8 @@ struct Actor {
     /// With per-target variants: each decided cluster's decision group and pick at the last
     /// reconcile (a cluster change that moves a pick reconciles at once).
     picked: Picks,
+    /// How long the last reconcile took (work changes wait twice that: [`pace`]).
+    last: Duration,
 }
 
 /// Starts the actor of `rs`.
@@ -72,6 +77,7 @@ pub fn spawn(
         views,
         owner: rules::owner_label(&namespace, &name),
         picked: Picks::new(),
+        last: Duration::ZERO,
     };
     let span = tracing::info_span!("replicaset", namespace = %namespace, name = %name);
     tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
@@ -121,7 +127,10 @@ impl Actor {
                         Err(_) => true,
                     };
                     if relevant {
-                        next = Some(soon().min(next.unwrap_or_else(soon)));
+                        // Statuses stream in: paced to what a reconcile costs.
+                        let wait = pace::after_work_change(self.last, RESYNC);
+                        let paced = tokio::time::Instant::now() + wait;
+                        next = Some(next.map_or(paced, |n| n.min(paced)));
                     }
                 }
                 change = next_change(&mut clusters) => {
@@ -140,10 +149,10 @@ impl Actor {
                     }
                 }
                 () = tokio::time::sleep_until(wake) => {
-                    next = self
-                        .reconcile()
-                        .await
-                        .map(|d| tokio::time::Instant::now() + d.min(RESYNC));
+                    let started = tokio::time::Instant::now();
+                    let recheck = self.reconcile().await;
+                    self.last = started.elapsed();
+                    next = recheck.map(|d| tokio::time::Instant::now() + d.min(RESYNC));
                 }
             }
         }
@@ -190,9 +199,9 @@ impl Actor {
             .is_some_and(|o| *o == self.owner)
     }
 
-    /// The works this replica set made, by cluster.
-    fn my_works(&self) -> BTreeMap<String, Arc<ManifestWork>> {
-        works_of(&self.deps.works, &self.owner)
+    /// The works this replica set made, by cluster, as the rules read them.
+    fn my_works(&self) -> BTreeMap<String, WorkFacts> {
+        facts_of(&self.deps.works, &self.owner)
     }
 
     /// One reconciliation; returns when to look again.
@@ -314,7 +323,24 @@ pub(super) fn picks<'a>(
 }
 
 /// The works of the replica set whose owner label is `owner`, by cluster (from the works
-/// inventory's owner index: in their number, not the fleet's).
+/// inventory's owner index: in their number, not the fleet's), as the rules read them: each
+/// shared with the inventory, its conditions alone decoded (a reconcile reads them all, often).
+pub(super) fn facts_of(
+    works: &crate::inventory::WorkInventory,
+    owner: &str,
+) -> BTreeMap<String, WorkFacts> {
+    works
+        .owned_by(owner)
+        .into_iter()
+        .filter_map(|(_, w)| {
+            let cluster = w.metadata.as_ref()?.namespace.clone();
+            Some((cluster, WorkFacts::of(w)))
+        })
+        .collect()
+}
+
+/// The works of the replica set whose owner label is `owner`, by cluster, decoded whole (a
+/// set's rows quote a failed manifest's status).
 pub(super) fn works_of(
     works: &crate::inventory::WorkInventory,
     owner: &str,

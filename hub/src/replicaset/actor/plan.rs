@@ -1,20 +1,20 @@
 //! What one reconcile of a replica set does, decided from plain values (pure): its spec, its
-//! works by cluster and what each of its placements decides. The rollout round of every
-//! placement says which clusters get the current template now; clusters that left every
-//! placement's decisions lose their work; the status follows. The executor in [`super`] gathers,
-//! applies and deletes works, and writes the status.
+//! works by cluster (what the rules read of each: [`WorkFacts`]) and what each of its
+//! placements decides. The rollout round of every placement says which clusters get the
+//! current template now; clusters that left every placement's decisions lose their work; the
+//! status follows. The executor in [`super`] gathers, applies and deletes works, and writes the
+//! status.
 
 use super::super::rules;
+use super::super::rules::WorkFacts;
 use super::super::rules::variant::{self, Picks};
 use super::{COND_MANIFESTWORK_APPLIED, COND_PLACEMENT_ROLLED_OUT, COND_PLACEMENT_VERIFIED};
 use flotilla_api::meta::{self, status};
 use flotilla_api::v1::{
-    LocalPlacementReference, ManifestWork, ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus,
-    PlacementSummary,
+    LocalPlacementReference, ManifestWorkReplicaSet, ManifestWorkReplicaSetStatus, PlacementSummary,
 };
 use flotilla_rollout::{Cluster, GroupKey};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// How soon a placement not scheduled yet is looked at again.
@@ -66,7 +66,7 @@ pub fn plan(
     rs: &ManifestWorkReplicaSet,
     hash: &str,
     picks: &Picks,
-    works: &BTreeMap<String, Arc<ManifestWork>>,
+    works: &BTreeMap<String, WorkFacts>,
     placements: &[Option<Decided>],
     now: SystemTime,
 ) -> Plan {
@@ -101,7 +101,7 @@ struct Planner<'a> {
     rs: &'a ManifestWorkReplicaSet,
     hash: &'a str,
     picks: &'a Picks,
-    works: &'a BTreeMap<String, Arc<ManifestWork>>,
+    works: &'a BTreeMap<String, WorkFacts>,
     now: SystemTime,
     plan: Plan,
     /// Each cluster kept or decided, and the placement that put it there (the first).
@@ -114,12 +114,7 @@ impl Planner<'_> {
     fn unscheduled(&mut self, placement: &str) {
         self.plan.rolled_out = false;
         for (cluster, w) in self.works {
-            let from_here = w
-                .metadata
-                .as_ref()
-                .and_then(|m| m.labels.get(rules::PLACEMENT_LABEL))
-                .is_some_and(|p| p == placement);
-            if from_here {
+            if w.view().placement() == Some(placement) {
                 self.wanted
                     .entry(cluster.clone())
                     .or_insert(placement.to_string());
@@ -151,7 +146,7 @@ impl Planner<'_> {
             };
             self.wanted.insert(c.clone(), pref.name.clone());
             hashes.insert(c.as_str(), hash);
-            let (status, since) = rules::status_of(self.works.get(c).map(|w| &**w), hash);
+            let (status, since) = rules::status_of(self.works.get(c).map(WorkFacts::view), hash);
             clusters.push(Cluster {
                 name: c.clone(),
                 group: group.clone(),
@@ -172,13 +167,12 @@ impl Planner<'_> {
         }
         let placement_works = clusters
             .iter()
-            .filter_map(|c| self.works.get(&c.name).map(|w| &**w));
+            .filter_map(|c| self.works.get(&c.name).map(WorkFacts::view));
         let states = rules::state::count(clusters.iter().map(|c| {
-            rules::state::state(
-                self.works.get(&c.name).map(|w| &**w),
+            rules::state::of(
+                self.works.get(&c.name).map(WorkFacts::view),
                 hashes[c.name.as_str()],
             )
-            .0
         }));
         plan.summaries.push(PlacementSummary {
             name: pref.name.clone(),
@@ -201,13 +195,7 @@ impl Planner<'_> {
         self.plan.remove = self
             .works
             .iter()
-            .filter(|(cluster, w)| {
-                let deleting = w
-                    .metadata
-                    .as_ref()
-                    .is_some_and(|m| m.deletion_timestamp.is_some());
-                !wanted.contains_key(*cluster) && !deleting
-            })
+            .filter(|(cluster, w)| !wanted.contains_key(*cluster) && !w.view().deleting())
             .map(|(cluster, _)| cluster.clone())
             .collect();
         let plan = &mut self.plan;
@@ -228,10 +216,10 @@ impl Planner<'_> {
 pub fn status(
     rs: &ManifestWorkReplicaSet,
     plan: &mut Plan,
-    works: &BTreeMap<String, Arc<ManifestWork>>,
+    works: &BTreeMap<String, WorkFacts>,
 ) -> ManifestWorkReplicaSetStatus {
     let generation = rs.metadata.as_ref().map_or(0, |m| m.generation);
-    let total = rules::summary(works.values().map(|w| &**w));
+    let total = rules::summary(works.values().map(WorkFacts::view));
     let mut st = rs.status.clone().unwrap_or_default();
     let mut set = |t: &str, ok: bool, reason: &str, message: String| {
         meta::set_condition(

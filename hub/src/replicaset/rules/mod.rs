@@ -3,7 +3,8 @@
 //! input), and the status summary; [`owner`]: who may write a replica set a GitRepo writes;
 //! [`state`]: each decided cluster's state, Rancher Fleet's; [`variant`]: which per-target
 //! customization's template a cluster wants; [`revision`]: what a write keeps of the stored
-//! revision, and what `rollout undo` puts back.
+//! revision, and what `rollout undo` puts back; [`facts`]: what the rules read of a work, read
+//! from a stored work without decoding its spec.
 
 use flotilla_api::meta;
 use flotilla_api::v1::{
@@ -16,11 +17,13 @@ use prost::Message;
 use sha2::{Digest, Sha256};
 use std::time::SystemTime;
 
+pub mod facts;
 pub mod owner;
 pub mod revision;
 pub mod state;
 pub mod variant;
 
+pub use facts::{WorkFacts, WorkView};
 pub use flotilla_api::meta::REPLICASET_LABEL;
 /// Label naming the placement that put a work on its cluster.
 pub const PLACEMENT_LABEL: &str = "work.open-cluster-management.io/placementname";
@@ -89,46 +92,36 @@ pub fn work_for(
     }
 }
 
-fn condition<'a>(w: &'a ManifestWork, t: &str) -> Option<&'a Condition> {
-    w.status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.r#type == t))
-}
-
 fn since(c: Option<&Condition>) -> Option<SystemTime> {
     c.and_then(|c| c.last_transition_time.as_ref())
         .map(meta::system_time)
 }
 
 /// Where a cluster's work stands against the template with `hash`, and since when.
-pub fn status_of(work: Option<&ManifestWork>, hash: &str) -> (Status, Option<SystemTime>) {
+pub fn status_of(work: Option<WorkView<'_>>, hash: &str) -> (Status, Option<SystemTime>) {
     let Some(w) = work else {
         return (Status::ToApply, None);
     };
-    let current = w
-        .metadata
-        .as_ref()
-        .and_then(|m| m.annotations.get(TEMPLATE_HASH_ANNOTATION))
-        .is_some_and(|h| h == hash);
-    if !current {
+    if w.template_hash() != Some(hash) {
         return (Status::ToApply, None);
     }
-    progress(w)
+    progress_of(w)
 }
 
 /// Where a work at the wanted spec stands: failed (Degraded, or Applied=False), succeeded
 /// (Applied and Available at its generation) or progressing, and since when.
 pub fn progress(w: &ManifestWork) -> (Status, Option<SystemTime>) {
-    let generation = w.metadata.as_ref().map(|m| m.generation).unwrap_or(0);
+    progress_of(w.into())
+}
+
+/// [`progress`] of a work as the rules read it.
+pub fn progress_of(w: WorkView<'_>) -> (Status, Option<SystemTime>) {
+    let generation = w.generation();
     let at_generation = |c: &Condition| c.observed_generation >= generation;
-    let applied = condition(w, APPLIED);
-    let available = condition(w, AVAILABLE);
-    let degraded = condition(w, DEGRADED);
-    let accepted = w
-        .hub
-        .as_ref()
-        .and_then(|h| h.accepted_at.as_ref())
-        .map(meta::system_time);
+    let applied = w.condition(APPLIED);
+    let available = w.condition(AVAILABLE);
+    let degraded = w.condition(DEGRADED);
+    let accepted = w.accepted_at();
     if degraded.is_some_and(|c| c.status == meta::status::TRUE && at_generation(c))
         || applied.is_some_and(|c| c.status == meta::status::FALSE && at_generation(c))
     {
@@ -218,11 +211,14 @@ pub fn validate(rs: &ManifestWorkReplicaSet) -> Vec<String> {
 }
 
 /// Counts of works: total, applied, available, degraded, progressing (OCM's summary).
-pub fn summary<'a>(works: impl Iterator<Item = &'a ManifestWork>) -> ReplicaSetSummary {
+pub fn summary<'a>(works: impl IntoIterator<Item = WorkView<'a>>) -> ReplicaSetSummary {
     let mut s = ReplicaSetSummary::default();
     for w in works {
         s.total += 1;
-        let is = |t: &str| condition(w, t).is_some_and(|c| c.status == meta::status::TRUE);
+        let is = |t: &str| {
+            w.condition(t)
+                .is_some_and(|c| c.status == meta::status::TRUE)
+        };
         if is(APPLIED) {
             s.applied += 1;
         }

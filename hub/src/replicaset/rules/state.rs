@@ -15,7 +15,7 @@
 //! Fleet ranks them ErrApplied, WaitApplied, Modified, OutOfSync, Pending, NotReady, Ready (its
 //! `StateRank`); a GitRepo shows the highest present.
 
-use super::{COMMIT_ANNOTATION, TEMPLATE_HASH_ANNOTATION};
+use super::{COMMIT_ANNOTATION, WorkView};
 use flotilla_api::meta::status;
 use flotilla_api::v1::{ClusterStates, Condition, ManifestWork};
 use flotilla_api::work::conditions::{APPLIED, AVAILABLE, DEGRADED};
@@ -87,12 +87,6 @@ impl State {
     }
 }
 
-fn find<'a>(w: &'a ManifestWork, t: &str) -> Option<&'a Condition> {
-    w.status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.r#type == t))
-}
-
 /// The state of a decided cluster whose work is `work` (`None`: none yet), against the
 /// template with `hash`, and why it is not Ready (empty when it is). The why quotes the
 /// spoke's condition messages, cut to 4 KiB: a spoke's report is not trusted to be short.
@@ -105,43 +99,62 @@ pub fn state(work: Option<&ManifestWork>, hash: &str) -> (State, String) {
     (state, why)
 }
 
+/// [`state`] without the why, of a work as the rules read it (its manifests' statuses, which
+/// only the why of `ErrApplied` quotes, are not needed).
+pub fn of(work: Option<WorkView<'_>>, hash: &str) -> State {
+    judge(work, hash).0
+}
+
 fn state_of(work: Option<&ManifestWork>, hash: &str) -> (State, String) {
-    let Some(w) = work else {
-        return (State::Pending, "no work yet: waiting for its turn".into());
-    };
-    let current = w
-        .metadata
-        .as_ref()
-        .and_then(|m| m.annotations.get(TEMPLATE_HASH_ANNOTATION))
-        .is_some_and(|h| h == hash);
-    if !current {
-        let why = "runs an earlier template: not started yet (waiting for its turn, or paused)";
-        return (State::OutOfSync, why.into());
-    }
-    let generation = w.metadata.as_ref().map_or(0, |m| m.generation);
-    let at = |c: &&Condition| c.observed_generation >= generation;
-    let is = |t: &str, s: &str| find(w, t).filter(at).filter(|c| c.status == s);
-    if let Some(c) = is(APPLIED, status::FALSE).or_else(|| is(DEGRADED, status::TRUE)) {
+    let (state, said) = judge(work.map(WorkView::from), hash);
+    let message = || said.map(|c| c.message.clone());
+    let why = match state {
+        State::Pending => "no work yet: waiting for its turn".into(),
+        State::OutOfSync => {
+            "runs an earlier template: not started yet (waiting for its turn, or paused)".into()
+        }
         // The work's condition only counts its manifests; the first that failed says why.
-        let why = failed_manifest(w).unwrap_or_else(|| c.message.clone());
-        return (State::ErrApplied, why);
+        State::ErrApplied => work
+            .and_then(failed_manifest)
+            .or_else(message)
+            .unwrap_or_default(),
+        State::WaitApplied => "being applied".into(),
+        State::NotReady => message()
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "not available yet".into()),
+        State::Modified => message().unwrap_or_default(),
+        State::Ready => String::new(),
+    };
+    (state, why)
+}
+
+/// The state of `work` against `hash`, with the condition whose message says why (when one
+/// does).
+fn judge<'a>(work: Option<WorkView<'a>>, hash: &str) -> (State, Option<&'a Condition>) {
+    let Some(w) = work else {
+        return (State::Pending, None);
+    };
+    if w.template_hash() != Some(hash) {
+        return (State::OutOfSync, None);
+    }
+    let generation = w.generation();
+    let at = |c: &&Condition| c.observed_generation >= generation;
+    let is = |t: &str, s: &str| w.condition(t).filter(at).filter(|c| c.status == s);
+    if let Some(c) = is(APPLIED, status::FALSE).or_else(|| is(DEGRADED, status::TRUE)) {
+        return (State::ErrApplied, Some(c));
     }
     if is(APPLIED, status::TRUE).is_none() {
-        return (State::WaitApplied, "being applied".into());
+        return (State::WaitApplied, None);
     }
     if is(AVAILABLE, status::TRUE).is_none() {
-        let why = find(w, AVAILABLE)
-            .map(|c| c.message.clone())
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| "not available yet".into());
-        return (State::NotReady, why);
+        return (State::NotReady, w.condition(AVAILABLE));
     }
     // A fight says more than one repair; either is Modified.
-    let modified = |t: &str| find(w, t).filter(|c| c.status == status::TRUE);
+    let modified = |t: &str| w.condition(t).filter(|c| c.status == status::TRUE);
     if let Some(c) = modified(CONTESTED).or_else(|| modified(REPAIRED)) {
-        return (State::Modified, c.message.clone());
+        return (State::Modified, Some(c));
     }
-    (State::Ready, String::new())
+    (State::Ready, None)
 }
 
 /// `manifest 0 (v1 ConfigMap default/web): <the agent's message>` of the first manifest whose

@@ -115,16 +115,25 @@ fn bad_strategies_and_templates_name_their_fields() {
     );
 }
 
+/// Where `w` stands against `hash`, read from the work decoded and from the work as the hub
+/// stores it (conditions alone decoded): both read the same.
+fn judged(w: &ManifestWork, hash: &str) -> Status {
+    let decoded = status_of(Some(w.into()), hash);
+    let stored = WorkFacts::from(w.clone());
+    assert_eq!(status_of(Some(stored.view()), hash), decoded, "{w:?}");
+    decoded.0
+}
+
 #[test]
 fn a_work_is_judged_against_the_current_template_and_generation() {
     let r = rs(progressive("1", "0"));
     let hash = template_hash(&r);
     assert_eq!(status_of(None, &hash).0, Status::ToApply);
     let mut w = work_for(&r, "edge-1", "edge", "old-hash", template_of(&r));
-    assert_eq!(status_of(Some(&w), &hash).0, Status::ToApply);
+    assert_eq!(judged(&w, &hash), Status::ToApply);
     w = work_for(&r, "edge-1", "edge", &hash, template_of(&r));
     w.metadata.as_mut().unwrap().generation = 2;
-    assert_eq!(status_of(Some(&w), &hash).0, Status::Progressing);
+    assert_eq!(judged(&w, &hash), Status::Progressing);
     let cond = |t: &str, s: &str, generation: i64| Condition {
         r#type: t.into(),
         status: s.into(),
@@ -137,19 +146,21 @@ fn a_work_is_judged_against_the_current_template_and_generation() {
         ..Default::default()
     });
     assert_eq!(
-        status_of(Some(&w), &hash).0,
+        judged(&w, &hash),
         Status::Progressing,
         "conditions of an older generation do not count"
     );
     w.status.as_mut().unwrap().conditions =
         vec![cond(APPLIED, "True", 2), cond(AVAILABLE, "True", 2)];
-    assert_eq!(status_of(Some(&w), &hash).0, Status::Succeeded);
+    assert_eq!(judged(&w, &hash), Status::Succeeded);
     w.status
         .as_mut()
         .unwrap()
         .conditions
         .push(cond(DEGRADED, "True", 2));
-    assert_eq!(status_of(Some(&w), &hash).0, Status::Failed);
-    let s = summary([&w].into_iter());
+    assert_eq!(judged(&w, &hash), Status::Failed);
+    let s = summary([WorkView::from(&w)]);
     assert_eq!((s.total, s.applied, s.available, s.degraded), (1, 1, 1, 1));
+    let stored = WorkFacts::from(w.clone());
+    assert_eq!(summary([stored.view()]), s);
 }

@@ -1,7 +1,8 @@
 use super::*;
 use flotilla_api::v1::{
-    Condition, LocalPlacementReference, Manifest, ManifestWorkReplicaSetSpec, ManifestWorkSpec,
-    ManifestWorkStatus, ManifestsTemplate, ObjectMeta, ReplicaSetHubState, RolloutStrategy,
+    Condition, LocalPlacementReference, Manifest, ManifestWork, ManifestWorkReplicaSetSpec,
+    ManifestWorkSpec, ManifestWorkStatus, ManifestsTemplate, ObjectMeta, ReplicaSetHubState,
+    RolloutStrategy,
 };
 use flotilla_api::work::conditions::{APPLIED, AVAILABLE};
 
@@ -49,12 +50,7 @@ fn decided(clusters: &[&str]) -> Option<Decided> {
 }
 
 /// The work of `r` on `cluster` from `placement`, applied and available when `done`.
-fn work(
-    r: &ManifestWorkReplicaSet,
-    cluster: &str,
-    placement: &str,
-    done: bool,
-) -> Arc<ManifestWork> {
+fn work(r: &ManifestWorkReplicaSet, cluster: &str, placement: &str, done: bool) -> ManifestWork {
     let mut w = rules::work_for(
         r,
         cluster,
@@ -73,12 +69,13 @@ fn work(
             resource_status: None,
         });
     }
-    Arc::new(w)
+    w
 }
 
-fn works(of: Vec<Arc<ManifestWork>>) -> BTreeMap<String, Arc<ManifestWork>> {
+/// The works by cluster, as a reconcile reads them from the hub's store.
+fn works(of: Vec<ManifestWork>) -> BTreeMap<String, WorkFacts> {
     of.into_iter()
-        .map(|w| (w.metadata.as_ref().unwrap().namespace.clone(), w))
+        .map(|w| (w.metadata.as_ref().unwrap().namespace.clone(), w.into()))
         .collect()
 }
 
@@ -90,7 +87,7 @@ fn condition(st: &ManifestWorkReplicaSetStatus, t: &str) -> (String, String) {
 
 fn decide(
     r: &ManifestWorkReplicaSet,
-    w: &BTreeMap<String, Arc<ManifestWork>>,
+    w: &BTreeMap<String, WorkFacts>,
     p: &[Option<Decided>],
 ) -> Plan {
     plan(
@@ -174,12 +171,12 @@ fn a_placement_not_scheduled_yet_keeps_its_works_and_is_looked_at_again_soon() {
 #[test]
 fn clusters_that_left_the_decisions_lose_their_work_unless_it_is_being_deleted() {
     let r = rs(&[("a", None)]);
-    let mut deleting = (*work(&r, "c3", "a", false)).clone();
+    let mut deleting = work(&r, "c3", "a", false);
     deleting.metadata.as_mut().unwrap().deletion_timestamp = Some(flotilla_api::meta::now());
     let w = works(vec![
         work(&r, "c1", "a", true),
         work(&r, "c2", "a", true),
-        Arc::new(deleting),
+        deleting,
     ]);
     let p = decide(&r, &w, &[decided(&["c1"])]);
     assert_eq!(p.remove, vec!["c2".to_string()]);

@@ -1,4 +1,5 @@
 use super::*;
+use crate::replicaset::rules::{TEMPLATE_HASH_ANNOTATION, WorkFacts};
 use flotilla_api::v1::{ManifestWorkStatus, ObjectMeta};
 
 /// A work at template `hash` and generation 2 with `conditions` (type, status, generation seen).
@@ -84,6 +85,9 @@ fn each_state_is_the_first_rule_that_holds() {
     for (w, want) in &cases {
         let (got, message) = state(w.as_ref(), "h");
         assert_eq!(got, *want, "{w:?}");
+        // A reconcile reads the same state from the work as the hub stores it.
+        let stored = w.clone().map(WorkFacts::from);
+        assert_eq!(of(stored.as_ref().map(WorkFacts::view), "h"), got, "{w:?}");
         assert_eq!(
             message.is_empty(),
             *want == State::Ready,

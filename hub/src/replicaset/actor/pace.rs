@@ -1,0 +1,33 @@
+//! How soon a change to one of the set's works is reconciled (pure): at least 100 ms out, and
+//! at least twice the last reconcile's duration, so that a set whose works' statuses stream in
+//! spends at most about a third of its time reconciling (session-16 review D1). A 50 ms
+//! reconcile then runs at most about ten times a second, a 400 ms one about twice. Never later
+//! than the resync would.
+
+use std::time::Duration;
+
+/// The least wait after a work change.
+pub const MIN_WAIT: Duration = Duration::from_millis(100);
+
+/// How long after a work change to reconcile, the last reconcile having taken `last`; never
+/// more than `resync`.
+pub fn after_work_change(last: Duration, resync: Duration) -> Duration {
+    MIN_WAIT.max(last.saturating_mul(2)).min(resync)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_changes_wait_twice_the_last_reconcile_and_at_least_100_ms() {
+        let resync = Duration::from_secs(30);
+        let ms = Duration::from_millis;
+        assert_eq!(after_work_change(Duration::ZERO, resync), ms(100));
+        assert_eq!(after_work_change(ms(50), resync), ms(100));
+        assert_eq!(after_work_change(ms(51), resync), ms(102));
+        assert_eq!(after_work_change(ms(400), resync), ms(800));
+        assert_eq!(after_work_change(Duration::from_secs(20), resync), resync);
+        assert_eq!(after_work_change(Duration::MAX, resync), resync);
+    }
+}
