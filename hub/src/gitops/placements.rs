@@ -92,58 +92,72 @@ pub fn referenced<'a>(sets: &[&'a ManifestWorkReplicaSet]) -> BTreeSet<&'a str> 
 }
 
 /// Every problem of `repo`'s inline targets' Placements under the placements family's own
-/// validation (what it would refuse of a user's Placement), each renamed to the target's field.
+/// validation (what it would refuse of a user's Placement), each at the target's field.
 pub fn validate(repo: &GitRepo) -> Vec<String> {
     targets::owned_placements(repo)
         .into_iter()
-        .filter_map(|(i, t, p)| match Placements::validate(&p) {
-            Err(PlacementError::Invalid(errors)) => Some(rename(i, &t.name, &errors)),
-            Err(other) => Some(format!("spec.targets[{i}].placement: {other}")),
-            Ok(_) => None,
+        .filter_map(|(i, t, p)| {
+            let (invalid, _) = Placements::field_errors(&p);
+            let problems: Vec<String> = invalid
+                .iter()
+                .map(|e| format!("{}: {}", target_path(i, &t.name, &e.path), e.message))
+                .collect();
+            (!problems.is_empty()).then(|| problems.join("; "))
         })
         .collect()
 }
 
-/// The placements family's errors (`; `-joined, each `path: message`) with the Placement's
-/// paths turned into inline target `i`'s.
-fn rename(i: usize, target: &str, errors: &str) -> String {
+/// The path in inline target `i` (named `target`) of the field at `path` in the Placement it
+/// becomes ([`flotilla_gitops::targets::placement`] says which field comes from which).
+fn target_path(i: usize, target: &str, path: &str) -> String {
     let at = format!("spec.targets[{i}].placement");
     let predicate = "spec.predicates[0].requiredClusterSelector";
+    // (the Placement's path, the target's, whether what follows the prefix is kept): the
+    // CEL expression a `clusterName` becomes is that one field, whatever its index.
     let table = [
         (
             format!("{predicate}.labelSelector"),
             format!("{at}.clusterSelector"),
+            true,
         ),
         (
             format!("{predicate}.claimSelector"),
             format!("{at}.claimSelector"),
+            true,
         ),
         (
             format!("{predicate}.celSelector"),
             format!("{at}.clusterName"),
+            false,
         ),
-        ("spec.predicates".to_owned(), format!("{at}.clusterName")),
+        (
+            "spec.predicates".to_owned(),
+            format!("{at}.clusterName"),
+            false,
+        ),
         (
             "metadata.name".to_owned(),
             format!(
                 "spec.targets[{i}].name ({target}: the Placement's name is <gitrepo>-<target>)"
             ),
+            false,
         ),
-        ("spec.".to_owned(), format!("{at}.")),
+        ("spec".to_owned(), at.clone(), true),
     ];
-    errors
-        .split("; ")
-        .map(|e| {
-            table
-                .iter()
-                .find_map(|(from, to)| {
-                    e.strip_prefix(from.as_str())
-                        .map(|rest| format!("{to}{rest}"))
+    table
+        .iter()
+        .find_map(|(from, to, keep)| {
+            path.strip_prefix(from.as_str())
+                .filter(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+                .map(|rest| {
+                    if *keep {
+                        format!("{to}{rest}")
+                    } else {
+                        to.clone()
+                    }
                 })
-                .unwrap_or_else(|| e.to_owned())
         })
-        .collect::<Vec<_>>()
-        .join("; ")
+        .unwrap_or_else(|| path.to_owned())
 }
 
 /// The `TargetsPlaced` condition after a reconcile with `problems` over `inline` inline

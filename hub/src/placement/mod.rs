@@ -338,37 +338,52 @@ impl Placements {
     /// Validates a placement as the API does: `Err` lists every rejected field; `Ok` carries
     /// the problems OCM accepts and reports as `PlacementMisconfigured`.
     pub fn validate(p: &Placement) -> Result<Vec<sched::FieldError>, PlacementError> {
+        let (invalid, misconfigured) = Self::field_errors(p);
+        if invalid.is_empty() {
+            Ok(misconfigured)
+        } else {
+            let errors: Vec<String> = invalid.iter().map(ToString::to_string).collect();
+            Err(PlacementError::Invalid(errors.join("; ")))
+        }
+    }
+
+    /// Every problem [`Placements::validate`] finds, each with its field's path: those the API
+    /// refuses, and those OCM accepts and reports as `PlacementMisconfigured` (looked for only
+    /// when the spec converts).
+    pub fn field_errors(p: &Placement) -> (Vec<sched::FieldError>, Vec<sched::FieldError>) {
         let m = p.metadata.clone().unwrap_or_default();
+        let invalid =
+            |e: names::NameError| sched::FieldError::new(e.field, ErrorKind::Invalid, e.reason);
         let mut errors = Vec::new();
         if let Err(e) = names::validate_dns1123_label("metadata.namespace", &m.namespace) {
-            errors.push(e.to_string());
+            errors.push(invalid(e));
         }
         if let Err(e) = names::validate_dns1123_subdomain("metadata.name", &m.name) {
-            errors.push(e.to_string());
+            errors.push(invalid(e));
         } else if m.name.len() > MAX_NAME_LEN {
-            errors.push(format!(
-                "metadata.name: at most {MAX_NAME_LEN} characters, so that PlacementDecision names fit (got {})",
-                m.name.len()
+            errors.push(sched::FieldError::new(
+                "metadata.name",
+                ErrorKind::Invalid,
+                format!(
+                    "at most {MAX_NAME_LEN} characters, so that PlacementDecision names fit (got {})",
+                    m.name.len()
+                ),
             ));
         }
         let misconfigured = match convert::placement(p) {
             Err(es) => {
-                errors.extend(es.iter().map(ToString::to_string));
+                errors.extend(es);
                 Vec::new()
             }
             Ok(spec) => {
                 let (invalid, misconfigured): (Vec<_>, Vec<_>) = sched::validate(&spec)
                     .into_iter()
                     .partition(|e| e.kind == ErrorKind::Invalid);
-                errors.extend(invalid.iter().map(ToString::to_string));
+                errors.extend(invalid);
                 misconfigured
             }
         };
-        if errors.is_empty() {
-            Ok(misconfigured)
-        } else {
-            Err(PlacementError::Invalid(errors.join("; ")))
-        }
+        (errors, misconfigured)
     }
 
     /// Waits (briefly) until the dispatcher has published a snapshot with every change queued

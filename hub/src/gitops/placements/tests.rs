@@ -225,3 +225,36 @@ fn a_refusal_cleared_is_seen_once_and_only_after_a_refusal() {
     condition(&mut s, 1, &[]);
     assert!(!cleared(&s, &[]), "placed since");
 }
+
+#[test]
+fn each_field_of_the_owned_placement_is_named_as_the_target_field_it_came_from() {
+    assert_eq!(
+        target_path(
+            1,
+            "depots",
+            "spec.predicates[0].requiredClusterSelector.labelSelector.matchExpressions[0].operator"
+        ),
+        "spec.targets[1].placement.clusterSelector.matchExpressions[0].operator"
+    );
+    assert_eq!(
+        target_path(
+            0,
+            "lab",
+            "spec.predicates[0].requiredClusterSelector.celSelector.celExpressions[0]"
+        ),
+        "spec.targets[0].placement.clusterName"
+    );
+    assert_eq!(
+        target_path(2, "a-very-long-one", "metadata.name"),
+        "spec.targets[2].name (a-very-long-one: the Placement's name is <gitrepo>-<target>)"
+    );
+    assert_eq!(
+        target_path(0, "x", "spec.numberOfClusters"),
+        "spec.targets[0].placement.numberOfClusters"
+    );
+    assert_eq!(
+        target_path(0, "x", "spectacle"),
+        "spectacle",
+        "a prefix only at a field boundary"
+    );
+}
