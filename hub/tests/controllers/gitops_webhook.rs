@@ -351,16 +351,84 @@ async fn connect_from(from: [u8; 4], addr: SocketAddr) -> tokio::net::TcpStream 
         .expect("connected")
 }
 
-/// A delivery that sends its headers and the start of its body, then holds the connection: one
-/// delivery in flight.
+/// The head of a delivery of a 1 MiB body (`MAX_BODY`: never whole in these tests).
+fn big_head(addr: SocketAddr) -> String {
+    format!(
+        "POST /hooks/gitrepos HTTP/1.1\r\nHost: {addr}\r\nX-GitHub-Event: push\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        flotilla_hub::gitops::webhook::MAX_BODY
+    )
+}
+
+/// A delivery that sends its headers and half its body, then holds the connection: one
+/// delivery in flight until `BODY_TIME` (half of 1 MiB keeps it over the body's floor that
+/// long).
 async fn hold(from: [u8; 4], addr: SocketAddr) -> tokio::net::TcpStream {
     let mut s = connect_from(from, addr).await;
-    let head = format!(
-        "POST /hooks/gitrepos HTTP/1.1\r\nHost: {addr}\r\nX-GitHub-Event: push\r\n\
-         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"ref\":"
-    );
-    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(big_head(addr).as_bytes()).await.unwrap();
+    let half = vec![b' '; flotilla_hub::gitops::webhook::MAX_BODY / 2];
+    s.write_all(&half).await.unwrap();
     s
+}
+
+/// Reads an answer off `r` until its body is whole or the connection ends (the hub may close
+/// it, unread body and all, right after answering): the status (0: none) and the text.
+async fn answer_of(r: &mut (impl tokio::io::AsyncRead + Unpin)) -> (u16, String) {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+        let text = String::from_utf8_lossy(&out);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())?
+            });
+            if length.is_some_and(|n| body.len() >= n) {
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// A delivery from `from` whose body comes `chunk` bytes every `every` (a trickle), until the
+/// hub answers: its answer.
+async fn trickle(
+    from: [u8; 4],
+    addr: SocketAddr,
+    first: usize,
+    chunk: usize,
+    every: Duration,
+) -> (u16, String) {
+    let (mut r, mut w) = connect_from(from, addr).await.into_split();
+    let send = async {
+        let mut bytes = big_head(addr).into_bytes();
+        bytes.resize(bytes.len() + first, b' ');
+        if w.write_all(&bytes).await.is_err() {
+            return;
+        }
+        loop {
+            tokio::time::sleep(every).await;
+            if w.write_all(&vec![b' '; chunk]).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        answer = answer_of(&mut r) => answer,
+        () = send => answer_of(&mut r).await,
+    }
 }
 
 /// A whole (unsigned, no push) delivery from `from`: its status (0: the connection was closed
@@ -386,7 +454,7 @@ async fn deliver_from(from: [u8; 4], addr: SocketAddr) -> (u16, String) {
 #[tokio::test]
 async fn one_address_holding_many_connections_starves_no_other_and_deliveries_in_flight_are_bounded()
  {
-    use flotilla_hub::gitops::webhook::listener::{IN_FLIGHT, PER_ADDRESS};
+    use flotilla_hub::gitops::webhook::listener::{IN_FLIGHT, PER_ADDRESS, PER_SOURCE};
     let nats = NatsServer::start();
     let mut config = hub_config(&nats.url());
     let hooks: SocketAddr = format!("127.0.0.1:{}", flotilla_testkit::free_port())
@@ -400,10 +468,11 @@ async fn one_address_holding_many_connections_starves_no_other_and_deliveries_in
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // 127.0.0.1 opens five times its share: PER_ADDRESS are held, every further one closed.
-    let mut held = Vec::new();
+    // 127.0.0.1 opens five times its share of connections: PER_ADDRESS are held (idle: a
+    // delivery could hold only PER_SOURCE places), every further one closed.
+    let mut idle = Vec::new();
     for _ in 0..PER_ADDRESS {
-        held.push(hold([127, 0, 0, 1], hooks).await);
+        idle.push(connect_from([127, 0, 0, 1], hooks).await);
     }
     for _ in 0..(4 * PER_ADDRESS) {
         let (status, out) = deliver_from([127, 0, 0, 1], hooks).await;
@@ -414,10 +483,12 @@ async fn one_address_holding_many_connections_starves_no_other_and_deliveries_in
     assert_eq!(status, 400, "served: {out}");
     assert!(out.contains("bad_request"), "{out}");
 
-    // Deliveries in flight are bounded across addresses: past IN_FLIGHT, 503 at once.
+    // Deliveries in flight are bounded across addresses: past IN_FLIGHT, 503 at once
+    // (PER_SOURCE from each address, the most one may hold).
+    let mut held = Vec::new();
     let mut from = 2;
     while held.len() < IN_FLIGHT {
-        if held.len() % PER_ADDRESS == 0 {
+        if held.len() % PER_SOURCE == 0 {
             from += 1;
         }
         held.push(hold([127, 0, 0, from], hooks).await);
@@ -430,13 +501,16 @@ async fn one_address_holding_many_connections_starves_no_other_and_deliveries_in
         other += 1;
         let (status, out) = deliver_from([127, 0, 0, other], hooks).await;
         if status == 503 {
-            assert!(out.contains("\"busy\"") && out.contains("at once"), "{out}");
+            assert!(
+                out.contains("\"busy\"") && out.contains("this hub is taking"),
+                "{out}"
+            );
             break;
         }
         assert!(Instant::now() < deadline, "never busy: {status} {out}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    drop(held);
+    drop((held, idle));
     // Their places are given back.
     let deadline = Instant::now() + SOON;
     loop {
@@ -449,5 +523,108 @@ async fn one_address_holding_many_connections_starves_no_other_and_deliveries_in
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(counted(&hub, "unknown", "busy") >= 1);
+    hub.stop().await;
+}
+
+/// Review A2: two sources holding every connection they may, each with a body trickled over
+/// the floor (so each is kept until BODY_TIME), took all 16 places and every real delivery was
+/// answered 503. Now each holds its share only and a third source is served; a body trickled
+/// under the floor is ended with 408 at the grace.
+#[tokio::test]
+async fn two_sources_trickling_bodies_cannot_hold_every_place_and_a_trickle_under_the_floor_is_ended()
+ {
+    use flotilla_hub::gitops::webhook::listener::{PER_ADDRESS, PER_SOURCE};
+    use flotilla_hub::gitops::webhook::pace::{BODY_TIME, FLOOR, GRACE};
+    let nats = NatsServer::start();
+    let mut config = hub_config(&nats.url());
+    let hooks: SocketAddr = format!("127.0.0.1:{}", flotilla_testkit::free_port())
+        .parse()
+        .unwrap();
+    config.families.gitops.webhook.listen = Some(hooks);
+    let hub = start_hub(config).await;
+    let deadline = Instant::now() + SOON;
+    while hub.units.controllers().is_none() {
+        assert!(Instant::now() < deadline, "the hub holds the controllers");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Two sources open every connection they may, each trickling a body at three times the
+    // floor after a head start: the hub keeps PER_SOURCE of each and answers the rest 503.
+    let started = Instant::now();
+    let chunk = (3 * FLOOR / 10) as usize;
+    let mut trickles = Vec::new();
+    for from in [[127, 0, 0, 21], [127, 0, 0, 22]] {
+        for _ in 0..PER_ADDRESS {
+            trickles.push(tokio::spawn(trickle(
+                from,
+                hooks,
+                2 * FLOOR as usize,
+                chunk,
+                Duration::from_millis(100),
+            )));
+        }
+    }
+    let refused = 2 * (PER_ADDRESS - PER_SOURCE);
+    let deadline = Instant::now() + SOON;
+    while trickles.iter().filter(|t| t.is_finished()).count() < refused {
+        assert!(
+            Instant::now() < deadline,
+            "the sources past their share are answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (done, kept): (Vec<_>, Vec<_>) = trickles.into_iter().partition(|t| t.is_finished());
+    assert_eq!(kept.len(), 2 * PER_SOURCE, "each source keeps its share");
+    for t in done {
+        let (status, out) = t.await.unwrap();
+        assert_eq!(status, 503, "{out}");
+        assert!(
+            out.contains("\"busy\"") && out.contains("its share"),
+            "{out}"
+        );
+    }
+
+    // A third source's delivery is served while they hold their shares.
+    for _ in 0..3 {
+        let (status, out) = deliver_from([127, 0, 0, 23], hooks).await;
+        assert_eq!(status, 400, "served: {out}");
+        assert!(out.contains("bad_request"), "{out}");
+    }
+    assert!(
+        started.elapsed() < BODY_TIME && kept.iter().all(|t| !t.is_finished()),
+        "the trickles over the floor were still held when the third source was served"
+    );
+
+    // A body trickled under the floor (a byte every 50 ms) is ended at the grace with 408.
+    let sent = Instant::now();
+    let (status, out) = tokio::time::timeout(
+        SOON,
+        trickle([127, 0, 0, 24], hooks, 0, 1, Duration::from_millis(50)),
+    )
+    .await
+    .expect("the slow body is ended");
+    assert_eq!(status, 408, "{out}");
+    assert!(
+        out.contains("too_slow") && out.contains("slower than"),
+        "{out}"
+    );
+    assert!(sent.elapsed() >= GRACE, "ended before its grace");
+    assert!(counted(&hub, "unknown", "too_slow") >= 1);
+    assert_eq!(counted(&hub, "unknown", "busy"), refused as u64);
+
+    // The trickles over the floor are ended at BODY_TIME with 408 and their places given back:
+    // their sources are served again.
+    for t in kept {
+        let (status, out) = tokio::time::timeout(SOON, t)
+            .await
+            .expect("ended at BODY_TIME")
+            .unwrap();
+        assert_eq!(status, 408, "{out}");
+        assert!(out.contains("took longer than"), "{out}");
+    }
+    for from in [[127, 0, 0, 21], [127, 0, 0, 22]] {
+        let (status, out) = deliver_from(from, hooks).await;
+        assert_eq!(status, 400, "served again: {out}");
+    }
     hub.stop().await;
 }

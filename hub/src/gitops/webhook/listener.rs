@@ -1,7 +1,8 @@
 //! The webhook listener (`--gitops-webhook-listen`): every hub may serve it. Thin: the path and
 //! method, the source's rate (the connection's address, or behind a trusted proxy the one
 //! [`super::forwarded::client`] reads), a place among the [`IN_FLIGHT`] deliveries taken at
-//! once, the body's size and time, then the [`Delivery`] goes to
+//! once — at most [`PER_SOURCE`] of them for one source ([`super::pool`]) — the body's size and
+//! pace ([`super::pace`]), then the [`Delivery`] goes to
 //! [`Route::deliver`] and its [`Answer`] back to the sender as JSON
 //! (`{"result": …, "message": …}`). Served by [`crate::webserver`] (TLS with the API's
 //! certificate, plain HTTP on loopback only) with at most [`PER_ADDRESS`] connections from one
@@ -10,12 +11,13 @@
 //! by provider and result; nothing of a secret or signature is logged.
 
 use super::forward::Route;
+use super::pool::{Full, Place, Pool};
 use super::rate::Rates;
-use super::{Answer, Delivery, MAX_BODY, Outcome, verify};
+use super::{Answer, Delivery, MAX_BODY, Outcome, pace, verify};
 use crate::keys::ObjectRef;
 use crate::metrics::Metrics;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,15 +25,19 @@ use prometheus_client::metrics::family::Family;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
+
+pub use super::pace::BODY_TIME;
 
 /// The path prefix.
 pub const PATH: &str = "/hooks/gitrepos";
-/// How long a sender has to send its whole body (a real sender posts it at once).
-pub const BODY_TIME: Duration = Duration::from_secs(5);
 /// Deliveries taken at once by one hub (their bodies read, or waiting on their answer); past it
 /// a delivery is answered 503 at once. Bounds the bodies held: `IN_FLIGHT` × [`MAX_BODY`].
 pub const IN_FLIGHT: usize = 16;
+/// Of the [`IN_FLIGHT`] deliveries, those one source (the rate's key: an IPv4 address or an
+/// IPv6 /64) may have at once; past it its delivery is answered 503 at once. A real sender's
+/// delivery is in flight for milliseconds; it takes `IN_FLIGHT / PER_SOURCE` sources holding
+/// slow ones to fill the hub. Behind a trusted proxy the forwarded address is the source.
+pub const PER_SOURCE: usize = 2;
 /// Connections one source (an IPv4 address or an IPv6 /64) may hold at once, so one address
 /// cannot take every connection slot from the senders that matter; trusted proxies excepted.
 pub const PER_ADDRESS: usize = 8;
@@ -96,7 +102,7 @@ impl WebhookMetrics {
                     "webhooks",
                     "GitRepo push webhooks answered, by provider and result (triggered, ignored, \
                      ping, replayed, unauthorized, unknown_repo, wrong_event, bad_request, \
-                     too_large, rate_limited, not_found, unavailable, busy)",
+                     too_large, too_slow, rate_limited, not_found, unavailable, busy)",
                     m.webhooks.clone(),
                 );
             });
@@ -120,7 +126,7 @@ pub struct Webhooks {
     route: Route,
     rates: Mutex<Rates>,
     trusted: Vec<crate::webserver::Cidr>,
-    in_flight: Arc<Semaphore>,
+    in_flight: Arc<Mutex<Pool>>,
     metrics: WebhookMetrics,
 }
 
@@ -131,7 +137,7 @@ impl Webhooks {
             route,
             rates: Mutex::new(Rates::new(config.rate, config.burst)),
             trusted: config.trusted_proxies.clone(),
-            in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            in_flight: Arc::new(Mutex::new(Pool::new(IN_FLIGHT, PER_SOURCE))),
             metrics: WebhookMetrics::new(metrics),
         }
     }
@@ -163,16 +169,30 @@ impl Webhooks {
                 "too many webhooks from this address; try again in a second",
             );
         }
-        // Held until answered: bodies in flight are bounded whoever sends them.
-        let Ok(_slot) = self.in_flight.clone().try_acquire_owned() else {
-            return Answer::new(
-                Outcome::Busy,
-                None,
-                format!(
-                    "this hub is taking {IN_FLIGHT} webhooks at once already; try again in a few \
-                     seconds"
-                ),
-            );
+        // Held until answered (or the sender is gone): bodies in flight are bounded whoever
+        // sends them, and no few sources hold them all.
+        let _place = match Place::take(&self.in_flight, source) {
+            Ok(place) => place,
+            Err(Full::Hub) => {
+                return Answer::new(
+                    Outcome::Busy,
+                    None,
+                    format!(
+                        "this hub is taking {IN_FLIGHT} webhooks at once already; try again in a \
+                         few seconds"
+                    ),
+                );
+            }
+            Err(Full::Source) => {
+                return Answer::new(
+                    Outcome::Busy,
+                    None,
+                    format!(
+                        "this address has {PER_SOURCE} webhooks in flight here already, its share \
+                         of the {IN_FLIGHT} this hub takes; try again once they are answered"
+                    ),
+                );
+            }
         };
         let headers = req
             .headers()
@@ -180,26 +200,9 @@ impl Webhooks {
             .filter(|(k, _)| verify::HEADERS.contains(&k.as_str()))
             .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
             .collect();
-        let body = Limited::new(req.into_body(), MAX_BODY).collect();
-        let body = match tokio::time::timeout(BODY_TIME, body).await {
-            Ok(Ok(b)) => b.to_bytes(),
-            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-                return Answer::new(
-                    Outcome::TooLarge,
-                    None,
-                    format!("a webhook body may have at most {MAX_BODY} bytes"),
-                );
-            }
-            Ok(Err(e)) => {
-                return Answer::new(Outcome::BadRequest, None, format!("reading the body: {e}"));
-            }
-            Err(_) => {
-                return Answer::new(
-                    Outcome::BadRequest,
-                    None,
-                    format!("the body took longer than {} s", BODY_TIME.as_secs()),
-                );
-            }
+        let body = match read_body(req.into_body()).await {
+            Ok(body) => body,
+            Err(answer) => return answer,
         };
         self.route
             .deliver(Delivery {
@@ -208,6 +211,43 @@ impl Webhooks {
                 target,
             })
             .await
+    }
+}
+
+/// Reads a body of at most [`MAX_BODY`] bytes at [`pace`]'s pace: after each frame it may wait
+/// for the next until [`pace::deadline`] of what came so far.
+async fn read_body(body: Incoming) -> Result<Bytes, Answer> {
+    let start = tokio::time::Instant::now();
+    let mut body = Limited::new(body, MAX_BODY);
+    let mut bytes = BytesMut::new();
+    loop {
+        let until = start + pace::deadline(bytes.len() as u64);
+        match tokio::time::timeout_at(until, body.frame()).await {
+            Ok(None) => return Ok(bytes.freeze()),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Ok(Some(Err(e))) if e.is::<http_body_util::LengthLimitError>() => {
+                return Err(Answer::new(
+                    Outcome::TooLarge,
+                    None,
+                    format!("a webhook body may have at most {MAX_BODY} bytes"),
+                ));
+            }
+            Ok(Some(Err(e))) => {
+                return Err(Answer::new(
+                    Outcome::BadRequest,
+                    None,
+                    format!("reading the body: {e}"),
+                ));
+            }
+            Err(_) => {
+                let message = pace::too_slow(bytes.len() as u64, start.elapsed());
+                return Err(Answer::new(Outcome::TooSlow, None, message));
+            }
+        }
     }
 }
 
@@ -237,7 +277,7 @@ pub fn target(path: &str) -> Result<Option<ObjectRef>, String> {
 }
 
 impl crate::webserver::Handler for Webhooks {
-    type Body = Full<Bytes>;
+    type Body = http_body_util::Full<Bytes>;
     type BodyError = std::convert::Infallible;
     const NAME: &'static str = "gitops webhooks";
 
@@ -245,7 +285,7 @@ impl crate::webserver::Handler for Webhooks {
         self: Arc<Self>,
         req: http::Request<Incoming>,
         peer: SocketAddr,
-    ) -> http::Response<Full<Bytes>> {
+    ) -> http::Response<http_body_util::Full<Bytes>> {
         let answer = self.answer(req, peer).await;
         self.metrics.count(&answer);
         if answer.outcome.status() >= 400 {
@@ -260,7 +300,7 @@ impl crate::webserver::Handler for Webhooks {
         http::Response::builder()
             .status(answer.outcome.status())
             .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(answer.body())))
+            .body(http_body_util::Full::new(Bytes::from(answer.body())))
             .expect("a valid response")
     }
 }

@@ -1,10 +1,11 @@
 //! Push webhooks from GitHub, GitLab and Gitea that fetch a GitRepo at once (design:
 //! docs/notes/issue-50-design.md §8; user docs: docs/gitops.md "Webhooks").
 //!
-//! - [`verify`], [`payload`], [`rate`], [`index`], [`replay`], [`forwarded`]: pure — who sent
-//!   it and whether a GitRepo's `webhookSecret` signed it, what the push says and how its URL
-//!   compares, how many a source may send, the GitRepos following a URL, the deliveries handled
-//!   lately, which address sent it behind a trusted proxy; [`decide`] puts them together into an
+//! - [`verify`], [`payload`], [`rate`], [`pool`], [`pace`], [`index`], [`replay`],
+//!   [`forwarded`]: pure — who sent it and whether a GitRepo's `webhookSecret` signed it, what
+//!   the push says and how its URL compares, how many a source may send, how many may be in
+//!   flight (per hub and per source), how fast a body must come, the GitRepos following a URL,
+//!   the deliveries handled lately, which address sent it behind a trusted proxy; [`decide`] puts them together into an
 //!   [`Answer`] and the GitRepos to fetch, one check per distinct secret ([`groups`]).
 //! - [`listener`]: the thin HTTP server every hub may serve (`--gitops-webhook-listen`):
 //!   bounds, rate, deliveries in flight, body, then hands the [`Delivery`] on.
@@ -23,7 +24,9 @@ pub mod forwarded;
 pub mod hook;
 pub mod index;
 pub mod listener;
+pub mod pace;
 pub mod payload;
+pub mod pool;
 pub mod rate;
 pub mod replay;
 pub mod verify;
@@ -101,13 +104,17 @@ pub enum Outcome {
     BadRequest,
     /// Past the body limit (413).
     TooLarge,
+    /// A body slower than [`pace::FLOOR`] past its grace, or not whole within
+    /// [`pace::BODY_TIME`] (408).
+    TooSlow,
     /// Past the source's rate (429).
     RateLimited,
     /// Not a POST (405), or no such path (404).
     NotFound,
     /// No hub holding the controllers answered (503).
     Unavailable,
-    /// As many deliveries in flight as the hub takes at once (503; the sender may retry).
+    /// As many deliveries in flight as the hub takes at once, or as its share of them the
+    /// source has (503; the sender may retry).
     Busy,
 }
 
@@ -124,6 +131,7 @@ impl Outcome {
             Outcome::WrongEvent => "wrong_event",
             Outcome::BadRequest => "bad_request",
             Outcome::TooLarge => "too_large",
+            Outcome::TooSlow => "too_slow",
             Outcome::RateLimited => "rate_limited",
             Outcome::NotFound => "not_found",
             Outcome::Unavailable => "unavailable",
@@ -143,6 +151,7 @@ impl Outcome {
             Outcome::WrongEvent,
             Outcome::BadRequest,
             Outcome::TooLarge,
+            Outcome::TooSlow,
             Outcome::RateLimited,
             Outcome::NotFound,
             Outcome::Unavailable,
@@ -162,6 +171,7 @@ impl Outcome {
             Outcome::NotFound => 404,
             Outcome::WrongEvent | Outcome::BadRequest => 400,
             Outcome::TooLarge => 413,
+            Outcome::TooSlow => 408,
             Outcome::RateLimited => 429,
             Outcome::Unavailable | Outcome::Busy => 503,
         }

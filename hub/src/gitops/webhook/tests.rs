@@ -1,7 +1,9 @@
 use super::forward::too_large;
 use super::forwarded::client;
 use super::index::{Index, MAX_CANDIDATES};
+use super::pace::{BODY_TIME, FLOOR, GRACE, deadline, too_slow};
 use super::payload::{follows, normalise};
+use super::pool::{Full, Place, Pool};
 use super::rate::{Rates, SOURCES};
 use super::replay::{RECENT, Recent, SAME_COMMIT_EVERY, STATUS_EVERY, marks, record};
 use super::verify::{Provider, Secret, sign};
@@ -453,6 +455,153 @@ fn a_sender_rotating_addresses_neither_resets_the_others_nor_escapes_by_ipv6() {
         20
     );
     assert!(!rates.admit(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)), now));
+}
+
+#[test]
+fn a_source_holds_at_most_its_share_of_the_deliveries_in_flight() {
+    let mut pool = Pool::new(16, 2);
+    let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    assert_eq!(pool.take(a), Ok(()));
+    assert_eq!(pool.take(a), Ok(()));
+    assert_eq!(pool.take(a), Err(Full::Source), "past its share");
+    // It takes eight sources to fill the hub; a ninth is told the hub is full.
+    for i in 2..=8 {
+        let s = IpAddr::V4(Ipv4Addr::new(192, 0, 2, i));
+        assert_eq!((pool.take(s), pool.take(s)), (Ok(()), Ok(())), "source {i}");
+    }
+    assert_eq!((pool.taken(), pool.sources()), (16, 8));
+    let ninth = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9));
+    assert_eq!(pool.take(ninth), Err(Full::Hub));
+    assert_eq!(pool.take(a), Err(Full::Source), "its share is named first");
+    pool.give_back(a);
+    assert_eq!(
+        pool.take(ninth),
+        Ok(()),
+        "a place given back is taken again"
+    );
+    assert_eq!(pool.take(a), Err(Full::Hub));
+
+    // An IPv6 /64 is one source, an IPv4-mapped address its IPv4 one.
+    let mut pool = Pool::new(16, 2);
+    let v6 = |i: u128| IpAddr::V6((0x2001_0db8_0000_0001_0000_0000_0000_0000u128 + i).into());
+    assert_eq!((pool.take(v6(1)), pool.take(v6(2))), (Ok(()), Ok(())));
+    assert_eq!(pool.take(v6(3)), Err(Full::Source));
+    let other = IpAddr::V6(0x2001_0db8_0000_0002_0000_0000_0000_0001u128.into());
+    assert_eq!(pool.take(other), Ok(()), "another /64 has its own share");
+    let mapped = IpAddr::V6(Ipv4Addr::new(198, 51, 100, 7).to_ipv6_mapped());
+    let v4 = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7));
+    assert_eq!((pool.take(mapped), pool.take(v4)), (Ok(()), Ok(())));
+    assert_eq!(pool.take(v4), Err(Full::Source));
+    // Giving back what a source does not hold changes nothing; a source with nothing in
+    // flight is forgotten.
+    pool.give_back(IpAddr::V4(Ipv4Addr::new(203, 0, 113, 1)));
+    assert_eq!((pool.taken(), pool.sources()), (5, 3));
+    for ip in [v6(7), v6(8), other, mapped, v4] {
+        pool.give_back(ip);
+    }
+    assert_eq!((pool.taken(), pool.sources()), (0, 0));
+}
+
+#[test]
+fn a_place_is_given_back_however_its_delivery_ends() {
+    use futures::FutureExt;
+    let pool = std::sync::Arc::new(std::sync::Mutex::new(Pool::new(16, 2)));
+    let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    let held = [
+        Place::take(&pool, a).unwrap(),
+        Place::take(&pool, a).unwrap(),
+    ];
+    assert_eq!(Place::take(&pool, a).unwrap_err(), Full::Source);
+    drop(held);
+    // A handler dropped while it waits (the sender gone, a timeout) gives its place back too.
+    let waiting = async {
+        let _place = Place::take(&pool, a).unwrap();
+        std::future::pending::<()>().await;
+    };
+    assert!(waiting.now_or_never().is_none());
+    let refused = Place::take(&pool, a).map(|_| ());
+    assert_eq!(refused, Ok(()));
+    assert_eq!(pool.lock().unwrap().taken(), 0);
+}
+
+proptest::proptest! {
+    #[test]
+    fn no_source_holds_more_than_its_share_and_the_hub_no_more_than_its_places(
+        steps in proptest::collection::vec((0u8..12, proptest::bool::ANY), 0..200),
+    ) {
+        let mut pool = Pool::new(16, 2);
+        let mut held = std::collections::HashMap::<u8, usize>::new();
+        for (source, take) in steps {
+            let ip = IpAddr::V4(Ipv4Addr::new(192, 0, 2, source));
+            let n = held.entry(source).or_default();
+            if take {
+                let total: usize = pool.taken();
+                match pool.take(ip) {
+                    Ok(()) => *n += 1,
+                    Err(Full::Source) => proptest::prop_assert_eq!(*n, 2),
+                    Err(Full::Hub) => proptest::prop_assert_eq!(total, 16),
+                }
+            } else if *n > 0 {
+                pool.give_back(ip);
+                *n -= 1;
+            }
+            proptest::prop_assert!(held.values().all(|n| *n <= 2));
+            proptest::prop_assert_eq!(pool.taken(), held.values().sum::<usize>());
+            proptest::prop_assert!(pool.taken() <= 16);
+        }
+    }
+}
+
+/// When the listener ends a body whose frames come as `frames` (time after the headers,
+/// bytes), as it reads them: each may wait until [`deadline`] of what came before it.
+fn cut_at(frames: impl IntoIterator<Item = (Duration, u64)>) -> Option<Duration> {
+    let mut received = 0;
+    for (at, n) in frames {
+        if at > deadline(received) {
+            return Some(deadline(received));
+        }
+        received += n;
+    }
+    None
+}
+
+#[test]
+fn a_body_keeps_up_with_the_floor_past_its_grace_and_is_whole_within_body_time() {
+    assert_eq!(FLOOR, 52_428);
+    assert_eq!(deadline(0), GRACE);
+    assert_eq!(deadline(FLOOR / 2), GRACE);
+    assert_eq!(deadline(3 * FLOOR), Duration::from_secs(3));
+    assert_eq!(deadline(MAX_BODY as u64), BODY_TIME);
+    let ms = Duration::from_millis;
+
+    // The attack of review A2: a byte every 50 ms, which kept a place for 5 s, is ended at
+    // the grace; so is a sender that sends its headers and nothing more.
+    let trickle = (1..200).map(|i| (ms(50 * i), 1));
+    assert_eq!(cut_at(trickle), Some(GRACE));
+    assert_eq!(cut_at([(ms(4_900), 10)]), Some(GRACE));
+    // A steady pace over the floor is never cut, up to BODY_TIME.
+    let steady = (1..=45).map(|i| (ms(100 * i), 2 * FLOOR / 10));
+    assert_eq!(cut_at(steady), None);
+    let endless = (1..).map(|i| (ms(100 * i), 2 * FLOOR / 10));
+    assert_eq!(cut_at(endless), Some(BODY_TIME));
+
+    // Real senders: a push payload at once; a whole MAX_BODY in TCP slow start over a
+    // 300 ms round trip (ten 1,448-byte segments, doubling every round trip); 200 KiB on a
+    // 1 Mbit/s line; a small body held up for most of the grace.
+    assert_eq!(cut_at([(ms(3), 30_000)]), None);
+    let mut sent = 0;
+    let slow_start = (0..).map_while(|rtt: u32| {
+        let n = (14_480u64 << rtt).min(MAX_BODY as u64 - sent);
+        sent += n;
+        (n > 0).then(|| (ms(300 * u64::from(rtt)), n))
+    });
+    assert_eq!(cut_at(slow_start), None);
+    let line = (1..=1_640).map(|i| (ms(i), 125));
+    assert_eq!(cut_at(line), None);
+    assert_eq!(cut_at([(ms(900), 40_000)]), None);
+
+    assert!(too_slow(10, ms(1_000)).contains("slower than 51 KiB a second (10 bytes in 1.0 s)"));
+    assert!(too_slow(900_000, BODY_TIME).contains("took longer than 5 s"));
 }
 
 /// `n` GitRepos following ops/shop on main, the i-th with secret `s{i % secrets}`.
