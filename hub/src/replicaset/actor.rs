@@ -7,7 +7,8 @@
 //! A reconcile gathers the works (what the rules read of each, [`WorkFacts`]: never their specs)
 //! and the placements' decisions, asks [`plan`] (pure) what to do and what the status is, and
 //! carries it out. Work changes are reconciled no sooner than [`pace`] says: at least twice the
-//! last reconcile's duration out.
+//! last reconcile's duration out; a changed status reaches the views at once and the bucket at
+//! most once a second.
 
 mod pace;
 mod plan;
@@ -58,6 +59,10 @@ struct Actor {
     picked: Picks,
     /// How long the last reconcile took (work changes wait twice that: [`pace`]).
     last: Duration,
+    /// When the status was last written to the bucket.
+    persisted: Option<tokio::time::Instant>,
+    /// When the status held, newer than the bucket's, is written ([`pace::persist_at`]).
+    persist: Option<tokio::time::Instant>,
 }
 
 /// Starts the actor of `rs`.
@@ -78,6 +83,8 @@ pub fn spawn(
         owner: rules::owner_label(&namespace, &name),
         picked: Picks::new(),
         last: Duration::ZERO,
+        persisted: None,
+        persist: None,
     };
     let span = tracing::info_span!("replicaset", namespace = %namespace, name = %name);
     tasks.spawn(tracing::Instrument::instrument(actor.run(rx), span));
@@ -147,6 +154,9 @@ impl Actor {
                     if relevant {
                         next = Some(soon().min(next.unwrap_or_else(soon)));
                     }
+                }
+                () = sleep_until(self.persist) => {
+                    self.persist_status().await;
                 }
                 () = tokio::time::sleep_until(wake) => {
                     let started = tokio::time::Instant::now();
@@ -267,27 +277,45 @@ impl Actor {
         plan.recheck
     }
 
-    /// Stores `st` as the status, unless it is the one held.
+    /// Holds `st` as the status, unless it is the one held: in the views at once, in the
+    /// bucket now or at most a second after its last write ([`pace::persist_at`]).
     async fn write_status(&mut self, st: ManifestWorkReplicaSetStatus) {
         if self.rs.status.as_ref() == Some(&st) {
             return;
         }
         self.rs.status = Some(st);
+        let (ns, name) = name_of(&self.rs);
+        self.views
+            .upsert(&ObjectRef::new(&ns, &name).inventory_key(), self.rs.clone());
+        let now = tokio::time::Instant::now();
+        let at = pace::persist_at(self.persisted, now);
+        if at <= now {
+            self.persist_status().await;
+        } else {
+            self.persist = Some(self.persist.map_or(at, |p| p.min(at)));
+        }
+    }
+
+    /// Writes the status held to the bucket, over whatever spec revision is stored now.
+    async fn persist_status(&mut self) {
+        self.persist = None;
+        self.persisted = Some(tokio::time::Instant::now());
         let key = {
             let (ns, name) = name_of(&self.rs);
             ObjectRef::new(&ns, &name)
         };
-        // Status is the hub's: written over whatever spec revision is stored now.
         // Compare-and-set on the stored revision: an apply or a rollout command written
         // meanwhile wins, and the next reconciliation writes the status again.
         if let Ok(Some((stored, revision))) = self.bucket.get(&key.store_key()).await {
+            if stored.status == self.rs.status {
+                return;
+            }
             let mut next = stored;
             next.status = self.rs.status.clone();
             if let Err(e) = self.bucket.write(&key.store_key(), &next, revision).await {
                 tracing::debug!(error = %e, "replica set status not saved this time");
             }
         }
-        self.views.upsert(&key.inventory_key(), self.rs.clone());
     }
 
     /// Deletes the works unless the replica set orphans them.
@@ -360,6 +388,14 @@ pub(super) fn works_of(
 async fn next_change<T: Clone>(feed: &mut Option<broadcast::Receiver<T>>) -> Result<T, RecvError> {
     match feed {
         Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until `at`; never, without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

@@ -2,9 +2,21 @@
 //! at least twice the last reconcile's duration, so that a set whose works' statuses stream in
 //! spends at most about a third of its time reconciling (session-16 review D1). A 50 ms
 //! reconcile then runs at most about ten times a second, a 400 ms one about twice. Never later
-//! than the resync would.
+//! than the resync would. A changed status reaches the views at once and the bucket at most
+//! once a second ([`persist_at`]; session-16 review D4): during a rollout the counts move at
+//! nearly every reconcile, and each write carries the whole set, its templates included.
 
 use std::time::Duration;
+use tokio::time::Instant;
+
+/// The least time between two writes of a set's status to its bucket.
+pub const PERSIST_EVERY: Duration = Duration::from_secs(1);
+
+/// When a status that changed `now` is written to the bucket, the last write having been at
+/// `last` (`None`: none yet): at once, or a second after the last.
+pub fn persist_at(last: Option<Instant>, now: Instant) -> Instant {
+    last.map_or(now, |at| now.max(at + PERSIST_EVERY))
+}
 
 /// The least wait after a work change.
 pub const MIN_WAIT: Duration = Duration::from_millis(100);
@@ -29,5 +41,18 @@ mod tests {
         assert_eq!(after_work_change(ms(400), resync), ms(800));
         assert_eq!(after_work_change(Duration::from_secs(20), resync), resync);
         assert_eq!(after_work_change(Duration::MAX, resync), resync);
+    }
+
+    #[test]
+    fn a_status_is_written_at_once_then_at_most_once_a_second() {
+        let now = Instant::now();
+        assert_eq!(persist_at(None, now), now);
+        assert_eq!(
+            persist_at(Some(now - Duration::from_secs(5)), now),
+            now,
+            "long ago"
+        );
+        let just = now - Duration::from_millis(300);
+        assert_eq!(persist_at(Some(just), now), just + PERSIST_EVERY);
     }
 }
