@@ -7,8 +7,9 @@ use crate::keys::ObjectRef;
 use flotilla_api::v1::GitRepoSpec;
 use std::collections::{BTreeMap, HashMap};
 
-/// GitRepos considered for one delivery at most (the first by key); more following one
-/// repository are not checked, and a verified answer says how many were left out.
+/// GitRepos considered for one delivery at most, taken round-robin by namespace (each
+/// namespace's by name): one namespace following a repository many times does not crowd out
+/// another's GitRepo. More are not checked, and a verified answer says how many were left out.
 pub const MAX_CANDIDATES: usize = 64;
 
 /// What a delivery needs of one GitRepo following a repository.
@@ -37,6 +38,26 @@ impl Follower {
 pub struct Index {
     by_url: HashMap<String, BTreeMap<ObjectRef, Follower>>,
     url_of: HashMap<ObjectRef, String>,
+}
+
+/// `found` (by key) ordered round-robin by namespace: the first of each namespace, then the
+/// second of each, and so on.
+fn round_robin<'a>(
+    found: BTreeMap<&'a ObjectRef, &'a Follower>,
+) -> Vec<(&'a ObjectRef, &'a Follower)> {
+    let mut by_namespace: BTreeMap<&str, Vec<(&ObjectRef, &Follower)>> = BTreeMap::new();
+    for (k, f) in found {
+        by_namespace
+            .entry(k.namespace.as_str())
+            .or_default()
+            .push((k, f));
+    }
+    let rounds = by_namespace.values().map(Vec::len).max().unwrap_or(0);
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        out.extend(by_namespace.values().filter_map(|v| v.get(round).copied()));
+    }
+    out
 }
 
 impl Index {
@@ -87,7 +108,7 @@ impl Index {
             }
         }
         let left_out = found.len().saturating_sub(MAX_CANDIDATES);
-        let taken = found
+        let taken = round_robin(found)
             .into_iter()
             .take(MAX_CANDIDATES)
             .map(|(k, f)| (k.clone(), f.clone()))

@@ -296,6 +296,10 @@ pub struct Candidate {
 /// Distinct secrets a delivery is checked with at most (an HMAC over its body each); past it
 /// the remaining GitRepos are not checked, and a verified answer says how many.
 pub const MAX_SECRETS: usize = 8;
+/// Distinct secrets of one namespace's GitRepos a delivery is checked with at most: a tenant
+/// following someone else's repository under many secrets takes 2 of the [`MAX_SECRETS`], not
+/// all (session-16 review A4).
+pub const MAX_SECRETS_PER_NAMESPACE: usize = 2;
 
 /// Candidates grouped by their secret, in the order of each secret's first candidate.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -310,9 +314,12 @@ pub struct Groups<'a> {
 }
 
 /// The candidates grouped so a delivery costs one check per distinct secret, however many
-/// GitRepos share it.
+/// GitRepos share it: at most [`MAX_SECRETS`], [`MAX_SECRETS_PER_NAMESPACE`] of them brought
+/// by one namespace's GitRepos (a secret already checked covers every candidate holding it).
 pub fn groups(candidates: &[Candidate]) -> Groups<'_> {
     let mut g = Groups::default();
+    // Distinct secrets checked per namespace (the namespace whose GitRepo brought it first).
+    let mut per_namespace: std::collections::HashMap<&str, usize> = Default::default();
     for (i, c) in candidates.iter().enumerate() {
         let Some(secret) = &c.secret else {
             g.without_secret += 1;
@@ -320,7 +327,12 @@ pub fn groups(candidates: &[Candidate]) -> Groups<'_> {
         };
         if let Some((_, members)) = g.checked.iter_mut().find(|(s, _)| *s == secret) {
             members.push(i);
-        } else if g.checked.len() < MAX_SECRETS {
+            continue;
+        }
+        let namespace = c.key.namespace.as_str();
+        let taken = per_namespace.entry(namespace).or_insert(0);
+        if g.checked.len() < MAX_SECRETS && *taken < MAX_SECRETS_PER_NAMESPACE {
+            *taken += 1;
             g.checked.push((secret, vec![i]));
         } else {
             g.unchecked += 1;
@@ -372,9 +384,11 @@ pub fn decide(
         if skipped > 0 {
             why.push_str(&format!(
                 " ({skipped} GitRepos following it not checked: at most {} GitRepos and {} \
-                 distinct secrets a delivery)",
+                 distinct secrets a delivery, {} from one namespace; the path \
+                 /hooks/gitrepos/{{namespace}}/{{name}} checks one GitRepo)",
                 index::MAX_CANDIDATES,
-                MAX_SECRETS
+                MAX_SECRETS,
+                MAX_SECRETS_PER_NAMESPACE
             ));
         }
         return (
@@ -386,10 +400,12 @@ pub fn decide(
     if skipped > 0 {
         answer.message.push_str(&format!(
             " ({skipped} GitRepos following it were not checked: at most {} GitRepos and {} \
-             distinct webhookSecrets a delivery; let GitRepos following one repository share \
-             a Secret)",
+             distinct webhookSecrets a delivery, {} from one namespace; let GitRepos \
+             following one repository share a Secret, or point the hook at \
+             /hooks/gitrepos/{{namespace}}/{{name}})",
             index::MAX_CANDIDATES,
-            MAX_SECRETS
+            MAX_SECRETS,
+            MAX_SECRETS_PER_NAMESPACE
         ));
     }
     (answer, keys)

@@ -604,12 +604,13 @@ fn a_body_keeps_up_with_the_floor_past_its_grace_and_is_whole_within_body_time()
     assert!(too_slow(900_000, BODY_TIME).contains("took longer than 5 s"));
 }
 
-/// `n` GitRepos following ops/shop on main, the i-th with secret `s{i % secrets}`.
+/// `n` GitRepos following ops/shop on main, the i-th with secret `s{i % secrets}`, in
+/// namespace `edge-{i % secrets}` (one secret a namespace).
 fn many(n: usize, secrets: usize) -> Vec<Repo> {
     (0..n)
         .map(|i| {
             (
-                ObjectRef::new("edge", format!("shop-{i:03}")),
+                ObjectRef::new(format!("edge-{:02}", i % secrets), format!("shop-{i:03}")),
                 spec("https://github.com/ops/shop", "main", "hook"),
                 data("github", &format!("s{}", i % secrets)),
             )
@@ -655,6 +656,47 @@ fn gitrepos_sharing_a_secret_cost_one_check_and_distinct_secrets_are_capped() {
 }
 
 #[test]
+fn one_namespace_following_a_repository_under_many_secrets_does_not_crowd_out_another() {
+    // Review A4: a tenant follows the victim's repository from a namespace that sorts first,
+    // under as many secrets as a delivery checks; the victim's GitRepo is still checked.
+    let mut repos: Vec<Repo> = (0..MAX_SECRETS + 2)
+        .map(|i| {
+            (
+                ObjectRef::new("aaa", format!("copy-{i:02}")),
+                spec("https://github.com/ops/shop", "main", "hook"),
+                data("github", &format!("theirs-{i}")),
+            )
+        })
+        .collect();
+    repos.push((
+        ObjectRef::new("shop", "shop"),
+        spec("https://github.com/ops/shop", "main", "hook"),
+        data("github", "ours"),
+    ));
+    let d = github("ours", "push", github_push("refs/heads/main"));
+    let r = read(&d).unwrap();
+    let (candidates, left_out) = candidates_of(&d, &r, &repos);
+    assert_eq!(left_out, 0);
+    assert_eq!(
+        candidates[1].key,
+        ObjectRef::new("shop", "shop"),
+        "round-robin by namespace"
+    );
+    let g = groups(&candidates);
+    assert_eq!(
+        (g.checked.len(), g.unchecked),
+        (
+            MAX_SECRETS_PER_NAMESPACE + 1,
+            MAX_SECRETS + 2 - MAX_SECRETS_PER_NAMESPACE
+        )
+    );
+    let (a, keys) = decide(&d, &r, &candidates, left_out);
+    assert_eq!(a.outcome, Outcome::Triggered, "{a:?}");
+    assert_eq!(keys, [ObjectRef::new("shop", "shop")]);
+    assert!(a.message.contains("from one namespace"), "{a:?}");
+}
+
+#[test]
 fn the_index_finds_followers_by_normalised_url_and_caps_them() {
     let repos = many(MAX_CANDIDATES + 5, 1);
     let mut index = index_of(&repos);
@@ -662,8 +704,8 @@ fn the_index_finds_followers_by_normalised_url_and_caps_them() {
     let r = read(&d).unwrap();
     let (found, left_out) = index.candidates(&r, None);
     assert_eq!((found.len(), left_out), (MAX_CANDIDATES, 5));
-    assert_eq!(found[0].0, ObjectRef::new("edge", "shop-000"), "by key");
-    let one = ObjectRef::new("edge", "shop-060");
+    assert_eq!(found[0].0, ObjectRef::new("edge-00", "shop-000"), "by key");
+    let one = ObjectRef::new("edge-00", "shop-060");
     let (found, _) = index.candidates(&r, Some(&one));
     assert_eq!(found.len(), 1, "the path's GitRepo only");
     // A GitRepo that moves to another repository, or goes, is no longer found.
@@ -672,7 +714,7 @@ fn the_index_finds_followers_by_normalised_url_and_caps_them() {
         Some(&spec("https://github.com/ops/bank", "main", "hook")),
     );
     assert!(index.candidates(&r, Some(&one)).0.is_empty());
-    index.remove(&ObjectRef::new("edge", "shop-000"));
+    index.remove(&ObjectRef::new("edge-00", "shop-000"));
     assert_eq!(index.len(), MAX_CANDIDATES + 4);
     assert_eq!(index.candidates(&r, None).1, 3);
     // GitHub's canonical lower-case path finds a GitRepo typed with capitals.
