@@ -1,7 +1,8 @@
 //! Network fetches with gix: a handshake and ref listing over our own connection (so every
 //! byte is counted and every address checked) — a TCP stream for `git://`, our HTTP client
 //! ([`super::http`]) for `http://` and `https://`, an in-process SSH channel ([`super::ssh`])
-//! for `ssh://` — then a depth-1 fetch of the one commit into a bare cache repository opened in isolation (no user or system configuration, no hooks).
+//! for `ssh://` — then a depth-1 fetch of the one commit into a bare cache repository opened
+//! in isolation (no user or system configuration, no hooks).
 //! Credentials come only from the request, through our own callback: gix's default would run
 //! credential helpers or prompt. Every gix call of the network path lives here.
 

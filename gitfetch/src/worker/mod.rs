@@ -3,9 +3,9 @@
 //!
 //! [`run`] takes the request and answers it: connect ([`net`]: address checks, a byte-counting
 //! stream; [`http`]: gix's smart-HTTP transport over our own HTTP and HTTPS client; [`ssh`]: an
-//! in-process SSH channel to `git-upload-pack`), resolve and shallow-fetch the commit into a bare cache repository ([`fetch`]), or read
-//! a `file://` repository in place ([`local`]), then walk the tree under `paths` with every check
-//! of the design's §9 ([`walk`]).
+//! in-process SSH channel to `git-upload-pack`), resolve and shallow-fetch the commit into a
+//! bare cache repository ([`fetch`]), or read a `file://` repository in place ([`local`]), then
+//! walk the tree under `paths` with every check of the design's §9 ([`walk`]).
 
 pub mod fetch;
 pub mod http;
