@@ -69,8 +69,8 @@ pub enum Refusal {
     /// it for its own, and delete it when no target wants it.
     #[error(
         "Placement {namespace}/{name}: metadata.labels.{label} ({gitrepo}) marks the Placements a \
-         GitRepo writes for its inline targets; remove the label (copied from an inline target's \
-         Placement?), or `--force` to write it anyway",
+         GitRepo writes for its inline targets (the GitRepo would take it for its own, and \
+         delete it); remove the label (copied from an inline target's Placement?)",
         label = GITREPO_LABEL
     )]
     Marked {
@@ -85,7 +85,7 @@ pub enum Refusal {
 
 fn hint(verb: &str) -> &'static str {
     if verb == "deletes" {
-        "remove the target from the GitRepo (its Placement goes once the bundles moved off it), \
+        "remove the target from the GitRepo (its Placement goes once no replica set names it), \
          or delete the GitRepo"
     } else {
         "change the target in the GitRepo; `flotilla apply --force` writes it anyway (the \
@@ -93,17 +93,21 @@ fn hint(verb: &str) -> &'static str {
     }
 }
 
-/// Whether a user (not forced) may write `incoming` over `stored` (`None`: a new Placement,
-/// or, for `incoming`, a delete): never a GitRepo's Placement, and never one claiming to be.
+/// Whether a user may write `incoming` over `stored` (`None`: a new Placement, or, for
+/// `incoming`, a delete): never a GitRepo's Placement unless `forced`, and never — forced or
+/// not — a Placement claiming to be a GitRepo's it is not (a forced edit of an owned one may
+/// keep its own owner's label).
 pub fn user_may_write(
     stored: Option<&Placement>,
     incoming: Option<&Placement>,
+    forced: bool,
 ) -> Result<(), Refusal> {
     let names = |p: &Placement| {
         let m = p.metadata.clone().unwrap_or_default();
         (m.namespace, m.name)
     };
-    if let Some((p, gitrepo)) = stored.and_then(|p| Some((p, owner(p)?))) {
+    let stored_owner = stored.and_then(owner);
+    if let (Some(p), Some(gitrepo), false) = (stored, stored_owner, forced) {
         let (namespace, name) = names(p);
         return Err(Refusal::Owned {
             namespace,
@@ -116,7 +120,9 @@ pub fn user_may_write(
             },
         });
     }
-    if let Some((p, gitrepo)) = incoming.and_then(|p| Some((p, owner(p)?))) {
+    if let Some((p, gitrepo)) = incoming.and_then(|p| Some((p, owner(p)?)))
+        && stored_owner != Some(gitrepo)
+    {
         let (namespace, name) = names(p);
         return Err(Refusal::Marked {
             namespace,

@@ -124,7 +124,7 @@ fn user_placement(name: &str, gitrepo_label: Option<&str>) -> Placement {
 fn a_user_may_not_write_or_delete_an_inline_targets_placement() {
     let owned = placement("edge-apps", "shop", "depots", &depots());
     let edited = owned.clone();
-    let refused = user_may_write(Some(&owned), Some(&edited)).unwrap_err();
+    let refused = user_may_write(Some(&owned), Some(&edited), false).unwrap_err();
     assert!(matches!(
         &refused,
         Refusal::Owned { gitrepo, verb: "writes", .. } if gitrepo == "shop"
@@ -138,13 +138,27 @@ fn a_user_may_not_write_or_delete_an_inline_targets_placement() {
     let stripped = user_placement("shop-depots", None);
     assert!(
         matches!(
-            user_may_write(Some(&owned), Some(&stripped)),
+            user_may_write(Some(&owned), Some(&stripped), false),
             Err(Refusal::Owned { .. })
         ),
         "taking the label off does not make it the user's"
     );
+    assert_eq!(
+        user_may_write(Some(&owned), Some(&edited), true),
+        Ok(()),
+        "forced: an edit keeping its owner's label"
+    );
+    assert_eq!(user_may_write(Some(&owned), None, true), Ok(()));
+    let other = user_placement("shop-depots", Some("bank"));
+    assert!(
+        matches!(
+            user_may_write(Some(&owned), Some(&other), true),
+            Err(Refusal::Marked { .. })
+        ),
+        "never handed to another GitRepo, forced or not"
+    );
     assert!(matches!(
-        user_may_write(Some(&owned), None),
+        user_may_write(Some(&owned), None, false),
         Err(Refusal::Owned {
             verb: "deletes",
             ..
@@ -155,7 +169,7 @@ fn a_user_may_not_write_or_delete_an_inline_targets_placement() {
 #[test]
 fn a_users_placement_may_not_carry_the_gitrepo_label() {
     let copied = user_placement("my-depots", Some("shop"));
-    let refused = user_may_write(None, Some(&copied)).unwrap_err();
+    let refused = user_may_write(None, Some(&copied), true).unwrap_err();
     assert!(
         refused.to_string().contains(&format!(
             "metadata.labels.{GITREPO_LABEL} (shop) marks the Placements a GitRepo writes"
@@ -163,19 +177,19 @@ fn a_users_placement_may_not_carry_the_gitrepo_label() {
         "{refused}"
     );
     let mine = user_placement("my-depots", None);
-    assert_eq!(user_may_write(None, Some(&mine)), Ok(()));
-    assert_eq!(user_may_write(Some(&mine), Some(&mine)), Ok(()));
-    assert_eq!(user_may_write(Some(&mine), None), Ok(()));
+    assert_eq!(user_may_write(None, Some(&mine), false), Ok(()));
+    assert_eq!(user_may_write(Some(&mine), Some(&mine), false), Ok(()));
+    assert_eq!(user_may_write(Some(&mine), None, false), Ok(()));
     assert!(
         matches!(
-            user_may_write(Some(&mine), Some(&copied)),
+            user_may_write(Some(&mine), Some(&copied), true),
             Err(Refusal::Marked { .. })
         ),
         "nor gain it by an update"
     );
     let empty = user_placement("my-depots", Some(""));
     assert_eq!(
-        user_may_write(None, Some(&empty)),
+        user_may_write(None, Some(&empty), false),
         Ok(()),
         "an empty label names none"
     );

@@ -553,12 +553,19 @@ impl Actor {
         // this GitRepo does not own refuses the commit).
         let existing = self.deps.replicasets.list(&key.namespace);
         let refs: Vec<&ManifestWorkReplicaSet> = existing.iter().map(Arc::as_ref).collect();
-        let done = super::placements::reconcile(&self.deps.placements, repo, &refs).await;
+        let deadline = tokio::time::Instant::now() + super::placements::WRITE_TIME;
+        let done = super::placements::reconcile(&self.deps.placements, repo, &refs, deadline).await;
         self.tracked
             .entry(key.clone())
             .or_default()
             .owned_placements = Some(done.owned);
         self.placed = Some((done.inline, done.problems.clone()));
+        if done.timed_out {
+            // Not the commit's fault: fetched and rendered again after the back-off.
+            return Outcome::Failed {
+                message: done.problems.join("; "),
+            };
+        }
         if !done.problems.is_empty() {
             return Outcome::Invalid {
                 commit,
@@ -621,6 +628,9 @@ impl Actor {
     /// changed.
     async fn refresh_all(&mut self) {
         let keys: Vec<ObjectRef> = self.repos.keys().cloned().collect();
+        // One budget for every GitRepo's Placement writes: past it, the rest wait for the
+        // next refresh (the mailbox is not read meanwhile).
+        let deadline = tokio::time::Instant::now() + super::placements::WRITE_TIME;
         for key in keys {
             let repo = self.repos[&key].clone();
             let mut status = repo.status.clone().unwrap_or_default();
@@ -631,11 +641,15 @@ impl Actor {
                 .filter(|rs| rules::owned_by(rs, &key.name))
                 .collect();
             let mut changed = rules::refresh_bundles(&mut status, &sets);
-            if rules::places(&repo, self.tracked.get(&key)) {
+            if rules::places(&repo, self.tracked.get(&key))
+                && tokio::time::Instant::now() < deadline
+            {
                 // Inline targets' Placements follow the spec (and are put back if edited).
                 let every: Vec<&ManifestWorkReplicaSet> =
                     namespace_sets.iter().map(Arc::as_ref).collect();
-                let done = super::placements::reconcile(&self.deps.placements, &repo, &every).await;
+                let done =
+                    super::placements::reconcile(&self.deps.placements, &repo, &every, deadline)
+                        .await;
                 let cleared = super::placements::cleared(&status, &done.problems);
                 changed |= super::placements::condition(&mut status, done.inline, &done.problems);
                 let t = self.tracked.entry(key.clone()).or_default();

@@ -204,10 +204,14 @@ pub struct Reconciled {
     /// Placements the GitRepo still owns after it (a removed target's, still referenced, or a
     /// delete that failed, included): none and no inline target, and the next refresh skips it.
     pub owned: usize,
+    /// A write or delete was cut at the deadline (the placements family busy): retried, not a
+    /// problem of the GitRepo's.
+    pub timed_out: bool,
 }
 
-/// How long one write or delete through the placements family may take before the refresh
-/// moves on (it is retried at the next): the GitRepo actor's mailbox is not read meanwhile.
+/// How long the writes and deletes through the placements family may take, for one GitRepo
+/// on delivery or for every GitRepo of one refresh, before the task moves on (what is left is
+/// done at the next refresh): the GitRepo actor's mailbox is not read meanwhile.
 pub const WRITE_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Carries out `repo`'s plan over the Placements of its namespace now; `sets` are the replica
@@ -217,6 +221,7 @@ pub async fn reconcile(
     placements: &Placements,
     repo: &GitRepo,
     sets: &[&ManifestWorkReplicaSet],
+    deadline: tokio::time::Instant,
 ) -> Reconciled {
     let m = repo.metadata.clone().unwrap_or_default();
     let namespace = m.namespace.as_str();
@@ -225,26 +230,30 @@ pub async fn reconcile(
     let plan = plan(repo, &existing, &referenced(sets));
     let mut owned = existing.iter().filter(|p| owned_by(p, &m.name)).count();
     let mut problems = plan.problems;
+    let mut timed_out = false;
     for p in plan.apply {
         let name = p
             .metadata
             .as_ref()
             .map_or(String::new(), |m| m.name.clone());
         let new = placements.get(namespace, &name).is_none();
-        match tokio::time::timeout(WRITE_TIME, placements.apply(p)).await {
+        match tokio::time::timeout_at(deadline, placements.apply(p)).await {
             Ok(Ok(_)) => {
                 owned += usize::from(new);
                 tracing::info!(placement = %name, "inline target's Placement written")
             }
             Ok(Err(e)) => problems.push(format!("Placement {namespace}/{name}: {e}")),
-            Err(_) => problems.push(format!(
-                "Placement {namespace}/{name}: not written within {WRITE_TIME:?} (the placements \
-                 family is busy); retried at the next refresh"
-            )),
+            Err(_) => {
+                timed_out = true;
+                problems.push(format!(
+                    "Placement {namespace}/{name}: not written in time (the placements family \
+                     is busy); retried at the next refresh"
+                ))
+            }
         }
     }
     for name in plan.delete {
-        match tokio::time::timeout(WRITE_TIME, placements.delete(namespace, &name)).await {
+        match tokio::time::timeout_at(deadline, placements.delete(namespace, &name)).await {
             Ok(Ok(()) | Err(PlacementError::NotFound(_))) => {
                 owned = owned.saturating_sub(1);
                 tracing::info!(placement = %name, "inline target's Placement deleted")
@@ -252,16 +261,20 @@ pub async fn reconcile(
             Ok(Err(e)) => problems.push(format!(
                 "Placement {namespace}/{name} (its target is gone): {e}"
             )),
-            Err(_) => problems.push(format!(
-                "Placement {namespace}/{name} (its target is gone): not deleted within \
-                 {WRITE_TIME:?}; retried at the next refresh"
-            )),
+            Err(_) => {
+                timed_out = true;
+                problems.push(format!(
+                    "Placement {namespace}/{name} (its target is gone): not deleted in time; \
+                     retried at the next refresh"
+                ))
+            }
         }
     }
     Reconciled {
         inline: plan.inline,
         problems,
         owned,
+        timed_out,
     }
 }
 
@@ -282,10 +295,12 @@ pub async fn remove_all(
         .filter(|v| owned_by(&v.placement, name))
         .filter_map(|v| v.placement.metadata.as_ref().map(|m| m.name.clone()))
         .partition(|p| referenced.contains(p.as_str()));
+    let busy = || PlacementError::Unavailable("the placements family is busy".into());
     for p in owned {
-        match placements.delete(namespace, &p).await {
-            Ok(()) | Err(PlacementError::NotFound(_)) => {}
-            Err(e) => return Err((p, e)),
+        match tokio::time::timeout(WRITE_TIME, placements.delete(namespace, &p)).await {
+            Ok(Ok(()) | Err(PlacementError::NotFound(_))) => {}
+            Ok(Err(e)) => return Err((p, e)),
+            Err(_) => return Err((p, busy())),
         }
     }
     for p in &kept {
@@ -297,7 +312,11 @@ pub async fn remove_all(
         let m = left.metadata.get_or_insert_default();
         m.labels.remove(GITREPO_LABEL);
         left.status = None;
-        placements.apply(left).await.map_err(|e| (p.clone(), e))?;
+        match tokio::time::timeout(WRITE_TIME, placements.apply(left)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err((p.clone(), e)),
+            Err(_) => return Err((p.clone(), busy())),
+        }
         tracing::warn!(
             placement = %format!("{namespace}/{p}"),
             gitrepo = %name,

@@ -154,11 +154,13 @@ impl PlacementService for PlacementApi {
             .unwrap_or_default();
         guard::namespace("metadata.namespace", &r.namespace, false)?;
         allow(&req, Verb::Write, &r, "apply")?;
-        if !forced(&req) {
-            let stored = self.placements.get(&r.namespace, &r.name);
-            targets::user_may_write(stored.as_ref().map(|v| &v.placement), Some(req.get_ref()))
-                .map_err(|e| Status::failed_precondition(e.to_string()))?;
-        }
+        let stored = self.placements.get(&r.namespace, &r.name);
+        targets::user_may_write(
+            stored.as_ref().map(|v| &v.placement),
+            Some(req.get_ref()),
+            forced(&req),
+        )
+        .map_err(|e| Status::failed_precondition(e.to_string()))?;
         Ok(Response::new(
             self.placements.apply(req.into_inner()).await?,
         ))
@@ -201,12 +203,11 @@ impl PlacementService for PlacementApi {
     ) -> Result<Response<DeletePlacementResponse>, Status> {
         check_ref(req.get_ref())?;
         allow(&req, Verb::Write, req.get_ref(), "delete")?;
-        if !forced(&req) {
-            let r = req.get_ref();
-            let stored = self.placements.get(&r.namespace, &r.name);
-            targets::user_may_write(stored.as_ref().map(|v| &v.placement), None)
-                .map_err(|e| Status::failed_precondition(e.to_string()))?;
-        }
+        let stored = self
+            .placements
+            .get(&req.get_ref().namespace, &req.get_ref().name);
+        targets::user_may_write(stored.as_ref().map(|v| &v.placement), None, forced(&req))
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
         let r = req.into_inner();
         self.placements.delete(&r.namespace, &r.name).await?;
         Ok(Response::new(DeletePlacementResponse {}))

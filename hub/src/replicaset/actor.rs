@@ -57,7 +57,8 @@ struct Actor {
     /// With per-target variants: each decided cluster's decision group and pick at the last
     /// reconcile (a cluster change that moves a pick reconciles at once).
     picked: Picks,
-    /// How long the last reconcile took (work changes wait twice that: [`pace`]).
+    /// How long the last reconcile took to read and decide (work changes wait twice that:
+    /// [`pace`]).
     last: Duration,
     /// When the status was last written to the bucket.
     persisted: Option<tokio::time::Instant>,
@@ -102,15 +103,16 @@ impl Actor {
         let mut placements = self.deps.placements.subscribe();
         let mut works = self.deps.works.subscribe();
         let mut clusters = self.follow_clusters(None);
-        let mut next = Some(tokio::time::Instant::now());
+        // When the next reconcile is due: always set, so that a busy loop never pushes the
+        // resync back; each event may only bring it forward.
+        let mut next = tokio::time::Instant::now();
         loop {
-            let wake = next.unwrap_or_else(|| tokio::time::Instant::now() + RESYNC);
             tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(Msg::Spec(rs)) => {
                         self.rs = *rs;
                         clusters = self.follow_clusters(clusters);
-                        next = Some(tokio::time::Instant::now());
+                        next = tokio::time::Instant::now();
                     }
                     Some(Msg::Delete(done)) => {
                         self.cascade().await;
@@ -125,7 +127,7 @@ impl Actor {
                         Err(_) => true,
                     };
                     if relevant {
-                        next = Some(soon());
+                        next = next.min(soon());
                     }
                 }
                 change = works.recv() => {
@@ -136,8 +138,7 @@ impl Actor {
                     if relevant {
                         // Statuses stream in: paced to what a reconcile costs.
                         let wait = pace::after_work_change(self.last, RESYNC);
-                        let paced = tokio::time::Instant::now() + wait;
-                        next = Some(next.map_or(paced, |n| n.min(paced)));
+                        next = next.min(tokio::time::Instant::now() + wait);
                     }
                 }
                 change = next_change(&mut clusters) => {
@@ -152,17 +153,15 @@ impl Actor {
                         }
                     };
                     if relevant {
-                        next = Some(soon().min(next.unwrap_or_else(soon)));
+                        next = next.min(soon());
                     }
                 }
                 () = sleep_until(self.persist) => {
                     self.persist_status().await;
                 }
-                () = tokio::time::sleep_until(wake) => {
-                    let started = tokio::time::Instant::now();
+                () = tokio::time::sleep_until(next) => {
                     let recheck = self.reconcile().await;
-                    self.last = started.elapsed();
-                    next = recheck.map(|d| tokio::time::Instant::now() + d.min(RESYNC));
+                    next = tokio::time::Instant::now() + recheck.unwrap_or(RESYNC).min(RESYNC);
                 }
             }
         }
@@ -216,6 +215,7 @@ impl Actor {
 
     /// One reconciliation; returns when to look again.
     async fn reconcile(&mut self) -> Option<Duration> {
+        let started = tokio::time::Instant::now();
         let (namespace, name) = name_of(&self.rs);
         let hash = rules::template_hash(&self.rs);
         let works = self.my_works();
@@ -248,6 +248,9 @@ impl Actor {
             &placements,
             SystemTime::now(),
         );
+        // What pacing counts: reading and deciding, not the waits on the works written next
+        // (a big round of starts would otherwise hold the next step back).
+        self.last = started.elapsed();
         for (cluster, placement) in &plan.start {
             let pick = variant::pick_of(&picks, cluster);
             let wanted = variant::hash(&self.rs, &hash, pick).unwrap_or(&hash);
@@ -306,15 +309,24 @@ impl Actor {
         };
         // Compare-and-set on the stored revision: an apply or a rollout command written
         // meanwhile wins, and the next reconciliation writes the status again.
-        if let Ok(Some((stored, revision))) = self.bucket.get(&key.store_key()).await {
-            if stored.status == self.rs.status {
-                return;
+        let saved = match self.bucket.get(&key.store_key()).await {
+            Ok(Some((stored, _))) if stored.status == self.rs.status => Ok(()),
+            Ok(Some((stored, revision))) => {
+                let mut next = stored;
+                next.status = self.rs.status.clone();
+                self.bucket
+                    .write(&key.store_key(), &next, revision)
+                    .await
+                    .map(|_| ())
             }
-            let mut next = stored;
-            next.status = self.rs.status.clone();
-            if let Err(e) = self.bucket.write(&key.store_key(), &next, revision).await {
-                tracing::debug!(error = %e, "replica set status not saved this time");
-            }
+            // Deleted meanwhile: its actor is being stopped.
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = saved {
+            // Tried again a second later (an outage, or an apply written meanwhile).
+            tracing::debug!(error = %e, "replica set status not saved this time; retrying");
+            self.persist = Some(tokio::time::Instant::now() + pace::PERSIST_EVERY);
         }
     }
 
