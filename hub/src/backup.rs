@@ -6,8 +6,9 @@
 //!
 //! Each stream's snapshot is point-in-time; across streams the backup spans its few seconds,
 //! which the hub recovers from as after a `kill -9` (every relation between records is
-//! reconciled at start). The manifest records each stream's last sequence when the backup
-//! started and ended, so the writes it straddled are visible.
+//! reconciled at start). The manifest records each stream's last sequence just before and just
+//! after its snapshot, so the writes it straddled are visible (and bound what the archive may
+//! hold past the state the server reported when the snapshot started).
 
 use crate::ha::lease::{LEASES, MEMBERS};
 use async_nats::jetstream::{self, context::GetStreamError, context::StreamsError};
@@ -109,10 +110,11 @@ pub async fn backup(
     let mut records = Vec::with_capacity(plan.streams.len());
     for planned in order {
         let before = last_seq(&js, &planned.name).await?;
-        records.push(take(client, &options.out, planned, before, options.check).await?);
-    }
-    for record in &mut records {
+        let mut record = take(client, &options.out, planned, before, options.check).await?;
+        // Read as soon as its snapshot ended: what the archive may hold beyond `last_seq`
+        // (written while it streamed out) is bounded by it, and restore checks that bound.
         record.last_seq_after = last_seq(&js, &record.name).await?;
+        records.push(record);
     }
     let manifest = Manifest {
         format: FORMAT,
@@ -237,8 +239,8 @@ pub fn summary(dir: &Path, manifest: &Manifest) -> String {
     );
     if straddled > 0 {
         text += &format!(
-            "\n{straddled} writes happened while it ran (each stream is a point in time; \
-             restored hubs reconcile the rest)."
+            "\n{straddled} writes happened while the streams' snapshots were taken (each stream \
+             is a point in time; restored hubs reconcile the rest)."
         );
     }
     for skipped in &manifest.skipped {

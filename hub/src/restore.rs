@@ -472,7 +472,7 @@ fn ages_out(request: &Value) -> bool {
 /// The archive may also hold more than the manifest recorded: the server reports a stream's
 /// state when the snapshot starts and keeps appending while its blocks are streamed out, so
 /// writes made during the snapshot can be in the archive's last block. Those are accepted up
-/// to the stream's last sequence when the backup ended (`last_seq_after`); each such write
+/// to the stream's last sequence just after its snapshot (`last_seq_after`); each such write
 /// adds at most one message (and may replace or purge older ones), so the count is bounded
 /// above only. An archive that ends before the recorded last sequence is short.
 fn rebuilt_whole(record: &StreamRecord, restored: &snapshot::Restored, ages_out: bool) -> bool {
@@ -673,7 +673,7 @@ mod tests {
     #[test]
     fn an_archive_that_grew_while_it_was_taken_is_whole_up_to_the_backups_end() {
         // Recorded at 119 messages up to 236 when the snapshot started; the stream was at 240
-        // when the backup ended (nats-server 2.9 during a fanout: the archive held one more).
+        // just after its snapshot (nats-server 2.9 during a fanout: the archive held one more).
         let record: StreamRecord = serde_json::from_value(serde_json::json!({
             "name": "KV_works", "kind": "bucket", "restore": "as-is", "bytes": 1,
             "sha256": "00", "messages": 119, "first_seq": 1, "last_seq": 236,
@@ -693,7 +693,7 @@ mod tests {
         assert!(rebuilt_whole(&record, &got(123, 240), false));
         assert!(
             !rebuilt_whole(&record, &got(124, 241), false),
-            "past the stream's end when the backup ended"
+            "past the stream's end just after its snapshot"
         );
         assert!(
             !rebuilt_whole(&record, &got(125, 238), false),

@@ -63,9 +63,10 @@ pub struct StreamRecord {
     pub first_seq: u64,
     /// The snapshot's last sequence (a bucket's latest revision).
     pub last_seq: u64,
-    /// The stream's last sequence when the backup started, and
+    /// The stream's last sequence just before its snapshot, and
     pub last_seq_before: u64,
-    /// when it ended: with `last_seq`, how many writes the backup straddled.
+    /// just after it: with `last_seq`, how many writes the snapshot straddled (an archive may
+    /// hold some past `last_seq`, never past this).
     pub last_seq_after: u64,
 }
 

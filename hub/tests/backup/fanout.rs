@@ -205,13 +205,13 @@ async fn every_record_is_back(target: &flotilla_testkit::NatsServer, manifest: &
             (state.messages, state.last_sequence)
         };
         // The archive may hold writes made while its snapshot was streamed out (the server
-        // reports the state when the snapshot starts): never past the stream's end when the
-        // backup ended, and each adds at most one message.
+        // reports the state when the snapshot starts): never past the stream's end just after
+        // its snapshot, and each adds at most one message.
         let latest = stream.last_seq_after.max(stream.last_seq);
         assert!(
             (stream.last_seq..=latest).contains(&got.1),
             "{}: restored up to sequence {}, the manifest recorded {} (the stream was at {} \
-             when the backup ended)",
+             just after its snapshot)",
             stream.name,
             got.1,
             stream.last_seq,
