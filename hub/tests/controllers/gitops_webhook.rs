@@ -529,12 +529,14 @@ async fn one_address_holding_many_connections_starves_no_other_and_deliveries_in
 /// Review A2: two sources holding every connection they may, each with a body trickled over
 /// the floor (so each is kept until BODY_TIME), took all 16 places and every real delivery was
 /// answered 503. Now each holds its share only and a third source is served; a body trickled
-/// under the floor is ended with 408 at the grace.
+/// under the floor is ended with 408 at the grace, and a source answered 408 is refused for
+/// the penalty (session-17 review M2).
 #[tokio::test]
 async fn two_sources_trickling_bodies_cannot_hold_every_place_and_a_trickle_under_the_floor_is_ended()
  {
     use flotilla_hub::gitops::webhook::listener::{PER_ADDRESS, PER_SOURCE};
     use flotilla_hub::gitops::webhook::pace::{BODY_TIME, FLOOR, GRACE};
+    use flotilla_hub::gitops::webhook::pool::PENALTY;
     let nats = NatsServer::start();
     let mut config = hub_config(&nats.url());
     let hooks: SocketAddr = format!("127.0.0.1:{}", flotilla_testkit::free_port())
@@ -611,9 +613,21 @@ async fn two_sources_trickling_bodies_cannot_hold_every_place_and_a_trickle_unde
     assert!(sent.elapsed() >= GRACE, "ended before its grace");
     assert!(counted(&hub, "unknown", "too_slow") >= 1);
     assert_eq!(counted(&hub, "unknown", "busy"), refused as u64);
+    // Review M2: a source answered 408 is refused every place for PENALTY at once, told why
+    // and for how long, and another source is still served.
+    let (status, out) = deliver_from([127, 0, 0, 24], hooks).await;
+    assert_eq!(status, 429, "{out}");
+    assert!(
+        out.contains("rate_limited")
+            && out.contains("a body too slowly")
+            && out.contains(&format!("refused for {} s", PENALTY.as_secs())),
+        "{out}"
+    );
+    let (status, out) = deliver_from([127, 0, 0, 25], hooks).await;
+    assert_eq!(status, 400, "served: {out}");
 
-    // The trickles over the floor are ended at BODY_TIME with 408 and their places given back:
-    // their sources are served again.
+    // The trickles over the floor are ended at BODY_TIME with 408 and their places given back;
+    // their sources are refused for PENALTY, everyone else is served.
     for t in kept {
         let (status, out) = tokio::time::timeout(SOON, t)
             .await
@@ -624,7 +638,9 @@ async fn two_sources_trickling_bodies_cannot_hold_every_place_and_a_trickle_unde
     }
     for from in [[127, 0, 0, 21], [127, 0, 0, 22]] {
         let (status, out) = deliver_from(from, hooks).await;
-        assert_eq!(status, 400, "served again: {out}");
+        assert_eq!(status, 429, "penalised: {out}");
     }
+    let (status, out) = deliver_from([127, 0, 0, 26], hooks).await;
+    assert_eq!(status, 400, "places given back: {out}");
     hub.stop().await;
 }

@@ -10,6 +10,7 @@ use super::{Answer, Candidate, Delivery, Outcome, decide, read, verify};
 use crate::gitops::{GitRepoError, GitRepos, actor};
 use crate::keys::ObjectRef;
 use flotilla_api::v1::GitRepoSpec;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Semaphore;
 
@@ -17,12 +18,15 @@ use tokio::sync::Semaphore;
 pub const VERIFYING: usize = 2;
 
 /// What the GitRepos keep for webhooks: who follows which URL (kept by their task), the
-/// deliveries handled lately, and the verification slots. Cheap to clone.
+/// deliveries handled lately, the verification slots, and a count of deliveries that rotates
+/// where their candidates' round-robin by namespace starts. Cheap to clone.
 #[derive(Clone)]
 pub struct Hooks {
     index: Arc<RwLock<Index>>,
     recent: Arc<Mutex<Recent>>,
     verifying: Arc<Semaphore>,
+    /// Deliveries read so far: where [`Index::candidates`] starts its round-robin.
+    turn: Arc<AtomicUsize>,
 }
 
 impl Default for Hooks {
@@ -31,6 +35,7 @@ impl Default for Hooks {
             index: Arc::default(),
             recent: Arc::default(),
             verifying: Arc::new(Semaphore::new(VERIFYING)),
+            turn: Arc::default(),
         }
     }
 }
@@ -64,12 +69,12 @@ impl GitRepos {
             Err(answer) => return answer,
         };
         let provider = read.provider;
-        let (found, left_out) = self
-            .hooks
-            .index
-            .read()
-            .expect("index lock")
-            .candidates(&read, d.target.as_ref());
+        // Each delivery starts the round-robin by namespace at the next namespace.
+        let turn = self.hooks.turn.fetch_add(1, Ordering::Relaxed);
+        let (found, left_out) = {
+            let index = self.hooks.index.read().expect("index lock");
+            index.candidates(&read, d.target.as_ref(), turn)
+        };
         let keys = provider.secret_keys();
         let candidates: Vec<Candidate> = found
             .into_iter()

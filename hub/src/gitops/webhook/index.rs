@@ -8,8 +8,10 @@ use flotilla_api::v1::GitRepoSpec;
 use std::collections::{BTreeMap, HashMap};
 
 /// GitRepos considered for one delivery at most, taken round-robin by namespace (each
-/// namespace's by name): one namespace following a repository many times does not crowd out
-/// another's GitRepo. More are not checked, and a verified answer says how many were left out.
+/// namespace's by name), from a namespace that changes with every delivery: one namespace
+/// following a repository many times, or many namespaces that sort first, do not crowd out
+/// another's GitRepo every time. More are not checked, and a verified answer says how many
+/// were left out.
 pub const MAX_CANDIDATES: usize = 64;
 
 /// What a delivery needs of one GitRepo following a repository.
@@ -41,9 +43,12 @@ pub struct Index {
 }
 
 /// `found` (by key) ordered round-robin by namespace: the first of each namespace, then the
-/// second of each, and so on.
+/// second of each, and so on — the namespaces in name order rotated to start at the
+/// `turn`-th (modulo their number), so namespaces whose names sort first do not always take
+/// the first places (session-17 review, beyond A4).
 fn round_robin<'a>(
     found: BTreeMap<&'a ObjectRef, &'a Follower>,
+    turn: usize,
 ) -> Vec<(&'a ObjectRef, &'a Follower)> {
     let mut by_namespace: BTreeMap<&str, Vec<(&ObjectRef, &Follower)>> = BTreeMap::new();
     for (k, f) in found {
@@ -52,10 +57,15 @@ fn round_robin<'a>(
             .or_default()
             .push((k, f));
     }
-    let rounds = by_namespace.values().map(Vec::len).max().unwrap_or(0);
+    let mut namespaces: Vec<Vec<(&ObjectRef, &Follower)>> = by_namespace.into_values().collect();
+    if !namespaces.is_empty() {
+        let start = turn % namespaces.len();
+        namespaces.rotate_left(start);
+    }
+    let rounds = namespaces.iter().map(Vec::len).max().unwrap_or(0);
     let mut out = Vec::new();
     for round in 0..rounds {
-        out.extend(by_namespace.values().filter_map(|v| v.get(round).copied()));
+        out.extend(namespaces.iter().filter_map(|v| v.get(round).copied()));
     }
     out
 }
@@ -89,12 +99,14 @@ impl Index {
     }
 
     /// The GitRepos the push of `r` may be for — those following one of its URLs; only the
-    /// path's GitRepo when it names one — by key, at most [`MAX_CANDIDATES`]; and how many more
-    /// were left out.
+    /// path's GitRepo when it names one — at most [`MAX_CANDIDATES`], round-robin by namespace
+    /// starting at the `turn`-th (the caller's count of deliveries: each starts at another);
+    /// and how many more were left out.
     pub fn candidates(
         &self,
         r: &Read,
         target: Option<&ObjectRef>,
+        turn: usize,
     ) -> (Vec<(ObjectRef, Follower)>, usize) {
         let mut found: BTreeMap<&ObjectRef, &Follower> = BTreeMap::new();
         for followers in r.push.urls.iter().filter_map(|u| self.by_url.get(u)) {
@@ -108,7 +120,7 @@ impl Index {
             }
         }
         let left_out = found.len().saturating_sub(MAX_CANDIDATES);
-        let taken = round_robin(found)
+        let taken = round_robin(found, turn)
             .into_iter()
             .take(MAX_CANDIDATES)
             .map(|(k, f)| (k.clone(), f.clone()))

@@ -1,8 +1,9 @@
 //! The webhook listener (`--gitops-webhook-listen`): every hub may serve it. Thin: the path and
 //! method, the source's rate (the connection's address, or behind a trusted proxy the one
 //! [`super::forwarded::client`] reads), a place among the [`IN_FLIGHT`] deliveries taken at
-//! once — at most [`PER_SOURCE`] of them for one source ([`super::pool`]) — the body's size and
-//! pace ([`super::pace`]), then the [`Delivery`] goes to
+//! once — at most [`PER_SOURCE`] of them reading a body for one source (an IPv4 address or an
+//! IPv6 /48), none for [`pool::PENALTY`] after a body too slow or too large ([`super::pool`])
+//! — the body's size and pace ([`super::pace`]), then the [`Delivery`] goes to
 //! [`Route::deliver`] and its [`Answer`] back to the sender as JSON
 //! (`{"result": …, "message": …}`). Served by [`crate::webserver`] (TLS with the API's
 //! certificate, plain HTTP on loopback only) with at most [`PER_ADDRESS`] connections from one
@@ -11,7 +12,7 @@
 //! by provider and result; nothing of a secret or signature is logged.
 
 use super::forward::Route;
-use super::pool::{Full, Place, Pool};
+use super::pool::{self, Full, Place, Pool};
 use super::rate::Rates;
 use super::{Answer, Delivery, MAX_BODY, Outcome, pace, verify};
 use crate::keys::ObjectRef;
@@ -33,10 +34,12 @@ pub const PATH: &str = "/hooks/gitrepos";
 /// Deliveries taken at once by one hub (their bodies read, or waiting on their answer); past it
 /// a delivery is answered 503 at once. Bounds the bodies held: `IN_FLIGHT` × [`MAX_BODY`].
 pub const IN_FLIGHT: usize = 16;
-/// Of the [`IN_FLIGHT`] deliveries, those one source (the rate's key: an IPv4 address or an
-/// IPv6 /64) may have at once; past it its delivery is answered 503 at once. A real sender's
-/// delivery is in flight for milliseconds; it takes `IN_FLIGHT / PER_SOURCE` sources holding
-/// slow ones to fill the hub. Behind a trusted proxy the forwarded address is the source.
+/// Of the [`IN_FLIGHT`] deliveries, those one source ([`pool::holder_of`]: an IPv4 address or
+/// an IPv6 /48) may have *reading a body* at once; past it its delivery is answered 503 at
+/// once. A real sender's body comes in milliseconds, and once whole its delivery no longer
+/// counts here (however long its answer takes); it takes `IN_FLIGHT / PER_SOURCE` sources
+/// sending slow bodies to fill the hub, each refused every place for [`pool::PENALTY`] once
+/// answered 408. Behind a trusted proxy the forwarded address is the source.
 pub const PER_SOURCE: usize = 2;
 /// Connections one source (an IPv4 address or an IPv6 /64) may hold at once, so one address
 /// cannot take every connection slot from the senders that matter; trusted proxies excepted.
@@ -170,29 +173,11 @@ impl Webhooks {
             );
         }
         // Held until answered (or the sender is gone): bodies in flight are bounded whoever
-        // sends them, and no few sources hold them all.
-        let _place = match Place::take(&self.in_flight, source) {
+        // sends them. Counted in the source's share only while its body is read: the phase
+        // its sender controls (session-17 review M1).
+        let mut place = match Place::take(&self.in_flight, source, Instant::now()) {
             Ok(place) => place,
-            Err(Full::Hub) => {
-                return Answer::new(
-                    Outcome::Busy,
-                    None,
-                    format!(
-                        "this hub is taking {IN_FLIGHT} webhooks at once already; try again in a \
-                         few seconds"
-                    ),
-                );
-            }
-            Err(Full::Source) => {
-                return Answer::new(
-                    Outcome::Busy,
-                    None,
-                    format!(
-                        "this address has {PER_SOURCE} webhooks in flight here already, its share \
-                         of the {IN_FLIGHT} this hub takes; try again once they are answered"
-                    ),
-                );
-            }
+            Err(full) => return busy(full),
         };
         let headers = req
             .headers()
@@ -200,9 +185,18 @@ impl Webhooks {
             .filter(|(k, _)| verify::HEADERS.contains(&k.as_str()))
             .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
             .collect();
-        let body = match read_body(req.into_body()).await {
+        let body = read_body(req.into_body()).await;
+        place.body_read();
+        let body = match body {
             Ok(body) => body,
-            Err(answer) => return answer,
+            Err(answer) => {
+                // A body too slow or too large costs its source every place for a while.
+                self.in_flight
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .penalise(source, answer.outcome, Instant::now());
+                return answer;
+            }
         };
         self.route
             .deliver(Delivery {
@@ -211,6 +205,45 @@ impl Webhooks {
                 target,
             })
             .await
+    }
+}
+
+/// What a delivery refused a place is told.
+fn busy(full: Full) -> Answer {
+    match full {
+        Full::Hub => Answer::new(
+            Outcome::Busy,
+            None,
+            format!(
+                "this hub is taking {IN_FLIGHT} webhooks at once already; try again in a few \
+                 seconds"
+            ),
+        ),
+        Full::Source => Answer::new(
+            Outcome::Busy,
+            None,
+            format!(
+                "this address has {PER_SOURCE} webhook bodies being sent here already, its share \
+                 of the {IN_FLIGHT} this hub takes; try again once they are sent"
+            ),
+        ),
+        Full::Penalised { why, left } => {
+            let sent = if why == Outcome::TooLarge {
+                format!("a body over {MAX_BODY} bytes")
+            } else {
+                "a body too slowly".to_owned()
+            };
+            let left = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+            Answer::new(
+                Outcome::RateLimited,
+                None,
+                format!(
+                    "this address sent {sent} lately and is refused for {} s after it; try \
+                     again in {left} s (a webhook's body is sent whole and at once)",
+                    pool::PENALTY.as_secs()
+                ),
+            )
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! - [`verify`], [`payload`], [`rate`], [`pool`], [`pace`], [`index`], [`replay`],
 //!   [`forwarded`]: pure — who sent it and whether a GitRepo's `webhookSecret` signed it, what
 //!   the push says and how its URL compares, how many a source may send, how many may be in
-//!   flight (per hub and per source), how fast a body must come, the GitRepos following a URL,
+//!   flight (per hub, per source while its body is read, none for a while after a body too
+//!   slow or too large), how fast a body must come, the GitRepos following a URL,
 //!   the deliveries handled lately, which address sent it behind a trusted proxy; [`decide`] puts them together into an
 //!   [`Answer`] and the GitRepos to fetch, one check per distinct secret ([`groups`]).
 //! - [`listener`]: the thin HTTP server every hub may serve (`--gitops-webhook-listen`):

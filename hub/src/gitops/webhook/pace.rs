@@ -2,10 +2,13 @@
 //! Gitea post a body at once, in a few milliseconds; a sender that trickles one holds a place
 //! among the deliveries in flight while it does (session-16 review A2). So past [`GRACE`] the
 //! bytes received since the headers must keep up with [`FLOOR`] a second on average, and the
-//! whole body must come within [`BODY_TIME`]. A body of up to `FLOOR` bytes (50 KiB: a push of
-//! a few commits) has the grace to arrive whatever its pace; a 1 MiB body must average 205 KiB
-//! a second to arrive within `BODY_TIME` at all, so the floor — a quarter of that — trips no
-//! sender at a steady pace that could have made it.
+//! whole body must come within [`BODY_TIME`]. A body of up to three times `FLOOR` bytes
+//! (150 KiB: a push of many commits) has the grace to arrive whatever its pace — 3 s, so a
+//! small body held up by a lost segment or two on a long path still comes (session-17 review
+//! L6); a sender that holds places by re-posting is stopped by the pool's penalty, not by a
+//! short grace. A 1 MiB body must average 205 KiB a second to arrive within `BODY_TIME` at
+//! all, so the floor — a quarter of that — trips no sender at a steady pace that could have
+//! made it.
 
 use super::MAX_BODY;
 use std::time::Duration;
@@ -13,7 +16,7 @@ use std::time::Duration;
 /// How long a sender has to send its whole body.
 pub const BODY_TIME: Duration = Duration::from_secs(5);
 /// How long a body may take whatever its pace.
-pub const GRACE: Duration = Duration::from_secs(1);
+pub const GRACE: Duration = Duration::from_secs(3);
 /// Bytes a second a body must average past [`GRACE`]: a quarter of [`MAX_BODY`] within
 /// [`BODY_TIME`] (52,428).
 pub const FLOOR: u64 = MAX_BODY as u64 / BODY_TIME.as_secs() / 4;
