@@ -227,12 +227,8 @@ fn busy(full: Full) -> Answer {
                  of the {IN_FLIGHT} this hub takes; try again once they are sent"
             ),
         ),
-        Full::Penalised { why, left } => {
-            let sent = if why == Outcome::TooLarge {
-                format!("a body over {MAX_BODY} bytes")
-            } else {
-                "a body too slowly".to_owned()
-            };
+        Full::Penalised { why: _, left } => {
+            let sent = "a body too slowly";
             let left = left.as_secs() + u64::from(left.subsec_nanos() > 0);
             Answer::new(
                 Outcome::RateLimited,

@@ -45,9 +45,11 @@ pub fn holder_of(ip: IpAddr) -> IpAddr {
 }
 
 /// How long a source answered `outcome` is refused a place: [`PENALTY`] for a body too slow
-/// (408) or too large (413), which no provider sends; nothing for any other answer.
+/// (408), which no provider sends; nothing for any other answer — not even a body too large
+/// (413): GitHub sends payloads up to 25 MB from addresses many repositories share, and reading
+/// 1 MiB of one costs the hub little.
 pub fn penalty(outcome: Outcome) -> Option<Duration> {
-    matches!(outcome, Outcome::TooSlow | Outcome::TooLarge).then_some(PENALTY)
+    matches!(outcome, Outcome::TooSlow).then_some(PENALTY)
 }
 
 /// Why no place was given.

@@ -596,12 +596,12 @@ fn a_source_whose_bodies_are_read_can_start_another_while_they_are_answered() {
 }
 
 #[test]
-fn a_body_too_slow_or_too_large_costs_its_source_every_place_for_a_minute() {
+fn a_body_too_slow_costs_its_source_every_place_for_a_minute() {
     // Review M2: the rule.
     assert_eq!(penalty(Outcome::TooSlow), Some(PENALTY));
-    assert_eq!(penalty(Outcome::TooLarge), Some(PENALTY));
     assert_eq!(PENALTY, Duration::from_secs(60));
     for o in [
+        Outcome::TooLarge,
         Outcome::Triggered,
         Outcome::Unauthorized,
         Outcome::UnknownRepo,
@@ -645,11 +645,11 @@ fn a_body_too_slow_or_too_large_costs_its_source_every_place_for_a_minute() {
 
     let v6 = IpAddr::V6(0x2001_0db8_0000_0001_0000_0000_0000_0001u128.into());
     let same_48 = IpAddr::V6(0x2001_0db8_0000_ffff_0000_0000_0000_0001u128.into());
-    pool.penalise(v6, Outcome::TooLarge, now);
+    pool.penalise(v6, Outcome::TooSlow, now);
     assert!(matches!(
         pool.take(same_48, now),
         Err(Full::Penalised {
-            why: Outcome::TooLarge,
+            why: Outcome::TooSlow,
             ..
         })
     ));
