@@ -216,12 +216,8 @@ pub enum StatusNotSent {
 
 /// All works on this cluster.
 pub struct WorkManager {
-    cluster: String,
-    backend: Arc<dyn Backend>,
-    store: Arc<LocalStore>,
-    publisher: Publisher,
-    ownership: Arc<Mutex<Ownership>>,
-    config: WorkConfig,
+    /// What every work actor shares.
+    ctx: actor::Context,
     actors: HashMap<String, actor::WorkHandle>,
 }
 
@@ -246,12 +242,14 @@ impl WorkManager {
             }
         }
         let mut this = Self {
-            cluster: cluster.to_string(),
-            backend,
-            store,
-            publisher,
-            ownership,
-            config,
+            ctx: actor::Context {
+                cluster: cluster.to_string(),
+                backend,
+                store,
+                publisher,
+                ownership,
+                config,
+            },
             actors: HashMap::new(),
         };
         for r in records {
@@ -266,7 +264,7 @@ impl WorkManager {
     /// Keeps the resources other hubs' parked works declare (several hubs): a work of this
     /// hub that declares one too never deletes it, as if the parked work were one of ours.
     pub fn keep_parked(&self, parked: &[(ManifestId, String)]) {
-        let mut own = self.ownership.lock().expect("ownership lock");
+        let mut own = self.ctx.ownership.lock().expect("ownership lock");
         for (id, owner) in parked {
             own.add(id, owner);
         }
@@ -282,15 +280,7 @@ impl WorkManager {
     }
 
     fn spawn_from(&self, start: actor::Start) -> actor::WorkHandle {
-        actor::spawn(
-            start,
-            self.cluster.clone(),
-            self.backend.clone(),
-            self.store.clone(),
-            self.publisher.clone(),
-            self.ownership.clone(),
-            self.config.clone(),
-        )
+        actor::spawn(start, self.ctx.clone())
     }
 
     /// `{resourceid: generation}` of every work held (for the spec resync). A work whose actor
@@ -330,14 +320,14 @@ impl WorkManager {
         for rid in dead {
             self.restart_dead(&rid);
         }
-        let after = self.config.stall_after;
+        let after = self.ctx.config.stall_after;
         let mut stuck = Vec::new();
         for (rid, h) in &self.actors {
             let Some(stall) = h.stall(after) else {
                 continue;
             };
             if stall.first {
-                self.config.metrics.work_actor_stalls.inc();
+                self.ctx.config.metrics.work_actor_stalls.inc();
                 // Every agent of a starved simulator says it at once: a process-wide budget.
                 static STALLS: WarnBudget = WarnBudget::new();
                 if let Allow::Say { left_out } = STALLS.allow() {
@@ -371,8 +361,8 @@ impl WorkManager {
     /// forgotten, and the next resync asks the hub for it.
     fn restart_dead(&mut self, rid: &str) {
         self.actors.remove(rid);
-        self.config.metrics.work_actor_restarts.inc();
-        match self.store.load_work(rid) {
+        self.ctx.config.metrics.work_actor_restarts.inc();
+        match self.ctx.store.load_work(rid) {
             Ok(Some(record)) => {
                 tracing::error!(resource_id = %rid, "a work's actor stopped without finishing its work; starting it again from its record");
                 let handle = self.spawn(record);
@@ -399,7 +389,7 @@ impl WorkManager {
             }
         };
         let meta = work.metadata.clone().unwrap_or_default();
-        if meta.namespace != self.cluster {
+        if meta.namespace != self.ctx.cluster {
             tracing::warn!(namespace = %meta.namespace, work = %meta.name, "work spec for another cluster rejected");
             return;
         }
@@ -414,7 +404,7 @@ impl WorkManager {
                 None => {
                     // Nothing here (already deleted, or never received): confirm at once.
                     let report = WorkStatusReport {
-                        cluster_name: self.cluster.clone(),
+                        cluster_name: self.ctx.cluster.clone(),
                         work_name: meta.name.clone(),
                         resource_id: rid.clone(),
                         observed_generation: meta.generation,
@@ -422,7 +412,7 @@ impl WorkManager {
                         deleted: true,
                         received_generation: 0,
                     };
-                    if let Err(e) = self.publisher.publish(&report).await {
+                    if let Err(e) = self.ctx.publisher.publish(&report).await {
                         tracing::debug!(error = %e, work = %meta.name, "confirming an unknown work's deletion failed; the hub asks again");
                     }
                 }
@@ -491,9 +481,12 @@ impl WorkManager {
     pub async fn proxy(&self, req: &ProxyRequest) -> ProxyResponse {
         let ns = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
         let listed = if req.group_given || !req.group.is_empty() {
-            self.backend.list_in_group(&req.group, &req.kind, ns).await
+            self.ctx
+                .backend
+                .list_in_group(&req.group, &req.kind, ns)
+                .await
         } else {
-            self.backend.list(&req.kind, ns).await
+            self.ctx.backend.list(&req.kind, ns).await
         };
         match listed {
             Ok(objects) => {
@@ -531,12 +524,12 @@ impl WorkManager {
         let Some(reply) = msg.reply.clone() else {
             return;
         };
-        let response = match Event::decode(&msg.payload, self.config.max_event_bytes) {
-            Ok(ev) if ev.cluster != self.cluster => ProxyResponse {
+        let response = match Event::decode(&msg.payload, self.ctx.config.max_event_bytes) {
+            Ok(ev) if ev.cluster != self.ctx.cluster => ProxyResponse {
                 objects: vec![],
                 error: format!(
                     "this agent serves cluster {:?}, not {:?}",
-                    self.cluster, ev.cluster
+                    self.ctx.cluster, ev.cluster
                 ),
             },
             Ok(ev) if ev.event_type == types::proxy_request() => {
@@ -559,13 +552,13 @@ impl WorkManager {
         };
         let ev = Event::new(
             types::proxy_response(),
-            format!("flotilla-agent/{}", self.cluster),
-            self.cluster.clone(),
+            format!("flotilla-agent/{}", self.ctx.cluster),
+            self.ctx.cluster.clone(),
             &response,
         );
         let answers = EventPublisher::new(
             client.clone(),
-            self.config.max_event_bytes,
+            self.ctx.config.max_event_bytes,
             STATUS_PUBLISH_TIMEOUT,
         );
         match answers.publish(reply.to_string(), &ev).await {
@@ -580,8 +573,8 @@ impl WorkManager {
                 };
                 let ev = Event::new(
                     types::proxy_response(),
-                    format!("flotilla-agent/{}", self.cluster),
-                    self.cluster.clone(),
+                    format!("flotilla-agent/{}", self.ctx.cluster),
+                    self.ctx.cluster.clone(),
                     &short,
                 );
                 if let Err(e) = answers.publish(reply.to_string(), &ev).await {

@@ -88,6 +88,19 @@ pub(super) struct Start {
     pub(super) received: bool,
 }
 
+/// What every work actor of an agent shares (the manager holds one and hands each new actor
+/// a copy): the cluster's name, the backend applying the manifests, the local store, the
+/// status publisher, which work owns which resource, and the configuration.
+#[derive(Clone)]
+pub(super) struct Context {
+    pub(super) cluster: String,
+    pub(super) backend: Arc<dyn Backend>,
+    pub(super) store: Arc<LocalStore>,
+    pub(super) publisher: Publisher,
+    pub(super) ownership: Arc<Mutex<Ownership>>,
+    pub(super) config: WorkConfig,
+}
+
 /// Spawns the actor of a work.
 pub(super) fn spawn(
     Start {
@@ -95,12 +108,14 @@ pub(super) fn spawn(
         traceparent,
         received,
     }: Start,
-    cluster: String,
-    backend: Arc<dyn Backend>,
-    store: Arc<LocalStore>,
-    publisher: Publisher,
-    ownership: Arc<Mutex<Ownership>>,
-    config: WorkConfig,
+    Context {
+        cluster,
+        backend,
+        store,
+        publisher,
+        ownership,
+        config,
+    }: Context,
 ) -> WorkHandle {
     let (tx, rx) = mpsc::channel(16);
     let shared = Arc::new(Shared::default());
