@@ -164,7 +164,7 @@ fn cluster_of(w: &StoredWork) -> Option<String> {
 }
 
 fn bench(c: &mut Criterion) {
-    let inv = WorkInventory::works(16);
+    let inv = WorkInventory::new(16);
     for i in 0..CLUSTERS {
         inv.upsert(&format!("cluster-{i:05}/web"), work(i));
     }

@@ -76,7 +76,7 @@ fn owner_of(w: &StoredWork) -> Option<&str> {
 }
 
 fn bench(c: &mut Criterion) {
-    let indexed = filled(WorkInventory::works(16));
+    let indexed = filled(WorkInventory::new(16));
     let plain = filled(WorkInventory::new(16));
     let owner = "default.set-0500";
     let mut g = c.benchmark_group("works_inventory_100k");

@@ -6,6 +6,8 @@
 
 mod works;
 
+pub use works::WorkTally;
+
 use crate::cluster::StoredWork;
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
@@ -52,10 +54,14 @@ impl<T> Clone for Change<T> {
 /// without scanning every object, which made per-cluster lookups quadratic at 10,000 clusters.
 /// The namespaces are kept in order too, so that a page of every object ([`Inventory::scan`])
 /// costs its length, not a sort of every key.
-pub struct Inventory<T> {
+///
+/// `X` keeps what the inventory knows beside its objects ([`Tally`]): nothing by default; the
+/// works inventory's index by owner and counts by state ([`WorkInventory`]), whose readers exist
+/// only on that type.
+pub struct Inventory<T, X = NoTally> {
     objects: Arc<DashMap<Arc<str>, Arc<T>>>,
-    /// Told of every change under the object's entry ([`Inventory::with_tally`]).
-    tally: Option<Arc<dyn Tally<T>>>,
+    /// Told of every change under the object's entry.
+    tally: Arc<X>,
     namespaces: Arc<DashMap<Arc<str>, BTreeSet<Arc<str>>>>,
     /// The keys of `namespaces`, in order: changed only under the namespace's map entry (a
     /// namespace's first object and last one), read without holding any entry.
@@ -63,7 +69,7 @@ pub struct Inventory<T> {
     changes: broadcast::Sender<Change<T>>,
 }
 
-impl<T> Clone for Inventory<T> {
+impl<T, X> Clone for Inventory<T, X> {
     fn clone(&self) -> Self {
         Self {
             objects: self.objects.clone(),
@@ -78,9 +84,17 @@ impl<T> Clone for Inventory<T> {
 /// What an inventory keeps beside its objects (an index, counts), told of every change while
 /// the object's entry is held, so that a key's changes reach it in order. It must not call back
 /// into the inventory.
-pub trait Tally<T>: std::any::Any + Send + Sync {
+pub trait Tally<T>: Send + Sync {
     /// `key` went from `old` (`None`: added) to `new` (`None`: removed).
     fn change(&self, key: &Arc<str>, old: Option<&T>, new: Option<&T>);
+}
+
+/// Keeps nothing: a plain inventory.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTally;
+
+impl<T> Tally<T> for NoTally {
+    fn change(&self, _: &Arc<str>, _: Option<&T>, _: Option<&T>) {}
 }
 
 /// Namespaces read from the order at once by [`Inventory::scan`].
@@ -94,22 +108,20 @@ fn namespace_of(key: &str) -> Option<&str> {
 /// Every cluster, keyed by name.
 pub type ClusterInventory = Inventory<ManagedCluster>;
 /// Every work, keyed by `<cluster>/<work>`, its status held encoded (decoded by the readers
-/// that want it: [`StoredWork::status`], [`StoredWork::to_work`]). Made with
-/// [`Inventory::works`], it keeps its works by owner and its counts by state.
-pub type WorkInventory = Inventory<StoredWork>;
+/// that want it: [`StoredWork::status`], [`StoredWork::to_work`]); it keeps its works by owner
+/// and its counts by state ([`WorkTally`]).
+pub type WorkInventory = Inventory<StoredWork, WorkTally>;
 
-impl<T: Send + Sync + 'static> Inventory<T> {
+impl<T: Send + Sync + 'static, X: Tally<T> + Default> Inventory<T, X> {
     /// An empty inventory whose broadcast keeps `capacity` changes for slow subscribers.
     pub fn new(capacity: usize) -> Self {
-        Self::tallied(capacity, None)
+        Self::with_tally(capacity, Arc::new(X::default()))
     }
+}
 
+impl<T: Send + Sync + 'static, X: Tally<T>> Inventory<T, X> {
     /// An empty inventory that tells `tally` of every change.
-    pub fn with_tally(capacity: usize, tally: Arc<dyn Tally<T>>) -> Self {
-        Self::tallied(capacity, Some(tally))
-    }
-
-    fn tallied(capacity: usize, tally: Option<Arc<dyn Tally<T>>>) -> Self {
+    pub fn with_tally(capacity: usize, tally: Arc<X>) -> Self {
         let (changes, _) = broadcast::channel(capacity.max(16));
         Self {
             objects: Arc::new(DashMap::new()),
@@ -131,16 +143,12 @@ impl<T: Send + Sync + 'static> Inventory<T> {
         let kind = match self.objects.entry(key.clone()) {
             Entry::Occupied(mut held) => {
                 let old = held.insert(object.clone());
-                if let Some(t) = &self.tally {
-                    t.change(&key, Some(&old), Some(&object));
-                }
+                self.tally.change(&key, Some(&old), Some(&object));
                 ChangeKind::Modified
             }
             Entry::Vacant(slot) => {
                 let held = slot.insert(object.clone());
-                if let Some(t) = &self.tally {
-                    t.change(&key, None, Some(&object));
-                }
+                self.tally.change(&key, None, Some(&object));
                 drop(held);
                 if let Some(ns) = namespace_of(&key) {
                     match self.namespaces.entry(ns.into()) {
@@ -162,9 +170,7 @@ impl<T: Send + Sync + 'static> Inventory<T> {
     /// Removes an object.
     pub fn remove(&self, key: &str) {
         let removed = self.objects.remove_if(key, |key, object| {
-            if let Some(t) = &self.tally {
-                t.change(key, Some(object), None);
-            }
+            self.tally.change(key, Some(object), None);
             true
         });
         if let Some((key, object)) = removed {

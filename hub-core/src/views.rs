@@ -18,7 +18,7 @@ pub trait Holder: Send + Sync + 'static {
     fn stored(&self, keys: Keys, key: &str, revision: u64, removed: bool);
 }
 
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, NoTally, Tally};
 use crate::keys::ObjectRef;
 use crate::store::{Bucket, StoreError};
 use async_nats::jetstream::kv::Operation;
@@ -85,9 +85,9 @@ impl Keys {
 }
 
 /// A bucket followed into an inventory.
-pub struct View<T: Versioned> {
+pub struct View<T: Versioned, X = NoTally> {
     bucket: Bucket<T>,
-    inventory: Inventory<T>,
+    inventory: Inventory<T, X>,
     keys: Keys,
     holder: std::sync::Arc<dyn Holder>,
     seen: watch::Sender<u64>,
@@ -107,11 +107,11 @@ impl Progress {
     }
 }
 
-impl<T: Versioned> View<T> {
+impl<T: Versioned, X: Tally<T> + 'static> View<T, X> {
     /// Loads every object of `bucket` into `inventory` (every hub starts with the whole fleet).
     pub async fn load(
         bucket: Bucket<T>,
-        inventory: Inventory<T>,
+        inventory: Inventory<T, X>,
         keys: Keys,
         holder: std::sync::Arc<dyn Holder>,
     ) -> Result<(Self, Progress), StoreError> {

@@ -405,7 +405,7 @@ impl State {
         recovery.export(metrics);
         crate::info::export_build_info(metrics);
         let inventory = ClusterInventory::new(4096);
-        let works = WorkInventory::works(4096);
+        let works = WorkInventory::new(4096);
         let clusters = Clusters::new(Shared {
             config: config.cluster.clone(),
             bucket: opened.clusters.clone(),

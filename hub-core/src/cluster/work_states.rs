@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn the_gauge_has_five_series_whatever_the_fleet() {
-        let works = WorkInventory::works(16);
+        let works = WorkInventory::new(16);
         let render = |works: &WorkInventory| {
             let mut registry = prometheus_client::registry::Registry::with_prefix("flotilla_hub");
             registry.register_collector(Box::new(WorksMetrics(works.clone())));

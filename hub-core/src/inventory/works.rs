@@ -6,7 +6,7 @@
 //!
 //! [`WorkState`]: crate::cluster::work_states::WorkState
 
-use super::{Inventory, Tally, WorkInventory};
+use super::{Tally, WorkInventory};
 use crate::cluster::StoredWork;
 use dashmap::DashMap;
 use flotilla_api::meta::REPLICASET_LABEL;
@@ -61,34 +61,14 @@ impl Tally<StoredWork> for WorkTally {
     }
 }
 
-impl Inventory<StoredWork> {
-    /// An empty works inventory, keeping its works by owner and its counts by state, whose
-    /// broadcast keeps `capacity` changes.
-    pub fn works(capacity: usize) -> WorkInventory {
-        Self::with_tally(capacity, Arc::new(WorkTally::default()))
-    }
-
-    fn work_tally(&self) -> Option<&WorkTally> {
-        let tally: &dyn std::any::Any = self.tally.as_deref()?;
-        tally.downcast_ref()
-    }
-
-    /// The works whose owner label is `owner` (a replica set's, `<namespace>.<name>`), by key.
-    /// Costs their number, not the fleet's (made with [`Inventory::new`], it scans).
+impl WorkInventory {
+    /// The works whose owner label is `owner` (a replica set's, `<namespace>.<name>`), by key:
+    /// costs their number, not the fleet's.
     pub fn owned_by(&self, owner: &str) -> Vec<(Arc<str>, Arc<StoredWork>)> {
-        let Some(tally) = self.work_tally() else {
-            let mut all: Vec<(Arc<str>, Arc<StoredWork>)> = self
-                .objects
-                .iter()
-                .filter(|e| owner_of(e.value()) == Some(owner))
-                .map(|e| (e.key().clone(), e.value().clone()))
-                .collect();
-            all.sort_by(|a, b| a.0.cmp(&b.0));
-            return all;
-        };
         // The keys are copied out, then let go before any work's entry is read (a writer holds
         // the work's entry, then the index's).
-        let keys: Vec<Arc<str>> = tally
+        let keys: Vec<Arc<str>> = self
+            .tally
             .owners
             .get(owner)
             .map(|keys| keys.iter().cloned().collect())
@@ -102,19 +82,9 @@ impl Inventory<StoredWork> {
             .collect()
     }
 
-    /// How many works are in each state, in `WorkState::ALL`'s order (made with
-    /// [`Inventory::new`], it counts them).
+    /// How many works are in each state, in `WorkState::ALL`'s order.
     pub fn states(&self) -> [u64; 5] {
-        match self.work_tally() {
-            Some(t) => std::array::from_fn(|i| t.states[i].load(Ordering::Relaxed)),
-            None => {
-                let mut counts = [0; 5];
-                for e in self.objects.iter() {
-                    counts[e.value().state().index()] += 1;
-                }
-                counts
-            }
-        }
+        std::array::from_fn(|i| self.tally.states[i].load(Ordering::Relaxed))
     }
 }
 
@@ -122,6 +92,7 @@ impl Inventory<StoredWork> {
 mod tests {
     use super::*;
     use crate::cluster::work_states;
+    use crate::inventory::Inventory;
     use flotilla_api::v1::{ManifestWorkStatus, ObjectMeta};
 
     fn work(owner: Option<&str>, available: bool) -> StoredWork {
@@ -146,6 +117,22 @@ mod tests {
         w
     }
 
+    /// Every work of `inventory` whose owner label is `owner`, by key, found by scanning them all:
+    /// what [`WorkInventory::owned_by`] replaced, for comparing them.
+    fn scan_owned_by<X: crate::inventory::Tally<StoredWork>>(
+        inventory: &Inventory<StoredWork, X>,
+        owner: &str,
+    ) -> Vec<(Arc<str>, Arc<StoredWork>)> {
+        let mut all: Vec<(Arc<str>, Arc<StoredWork>)> = inventory
+            .objects
+            .iter()
+            .filter(|e| owner_of(e.value()) == Some(owner))
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
     fn keys(inv: &WorkInventory, owner: &str) -> Vec<String> {
         inv.owned_by(owner)
             .iter()
@@ -155,7 +142,7 @@ mod tests {
 
     #[test]
     fn the_owner_index_follows_inserts_relabels_and_removals() {
-        let inv = WorkInventory::works(16);
+        let inv = WorkInventory::new(16);
         inv.upsert("c2/web", work(Some("default.web"), false));
         inv.upsert("c1/web", work(Some("default.web"), false));
         inv.upsert("c1/db", work(Some("default.db"), false));
@@ -175,19 +162,31 @@ mod tests {
         inv.remove("c2/web");
         inv.remove("c1/plain");
         assert!(keys(&inv, "default.db").is_empty());
-        let tally = inv.work_tally().unwrap();
+        let tally = &inv.tally;
         assert!(tally.owners.get("default.db").is_none());
         assert_eq!(tally.owners.len(), 1);
-        // The scan of an inventory made without the index answers the same.
-        let plain = WorkInventory::new(16);
+        // The scan of an inventory without the index answers the same.
+        let plain: Inventory<StoredWork> = Inventory::new(16);
         plain.upsert("c2/web", work(Some("default.web"), false));
         plain.upsert("c1/web", work(Some("default.web"), false));
-        assert_eq!(keys(&plain, "default.web"), ["c1/web", "c2/web"]);
+        let scanned: Vec<String> = scan_owned_by(&plain, "default.web")
+            .iter()
+            .map(|(k, _)| k.to_string())
+            .collect();
+        assert_eq!(scanned, ["c1/web", "c2/web"]);
+        inv.upsert("c3/web", work(Some("default.web"), false));
+        assert_eq!(
+            keys(&inv, "default.web"),
+            scan_owned_by(&inv, "default.web")
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn the_state_counts_follow_every_change() {
-        let inv = WorkInventory::works(16);
+        let inv = WorkInventory::new(16);
         let counts = |inv: &WorkInventory| {
             let [available, applying, _, _, deleting] = inv.states();
             (available, applying, deleting)

@@ -19,7 +19,7 @@ pub mod work;
 
 use crate::clusterset::SetError;
 use crate::grants::index::Changed;
-use crate::inventory::{ChangeKind, Inventory};
+use crate::inventory::{ChangeKind, Inventory, Tally};
 pub use capacity::WatchSettings;
 use flotilla_api::selector;
 use flotilla_api::v1::{EventType, LabelSelector, ObjectMeta};
@@ -141,14 +141,15 @@ impl<E> Stream for Watched<E> {
 /// are gone — and then follows changes again. Objects it already holds are not sent again: at
 /// 100,000 clusters a catch-up that re-sent everything took longer than the next burst took to
 /// overflow the broadcast, so the watcher never caught up and the hub spent its time encoding.
-pub fn watch<T, E, F, M>(
+pub fn watch<T, X, E, F, M>(
     settings: &WatchSettings,
-    inventory: &Inventory<T>,
+    inventory: &Inventory<T, X>,
     filter: F,
     make: M,
 ) -> WatchStream<E>
 where
     T: Send + Sync + 'static,
+    X: Tally<T> + 'static,
     E: Send + 'static,
     F: Fn(&str, &T) -> bool + Send + Sync + 'static,
     M: Fn(EventType, &T) -> E + Send + Sync + 'static,
@@ -210,9 +211,9 @@ impl WatchFence {
     }
 
     /// The keys of `inventory` a move of `cluster` between sets may show or hide.
-    fn keys_of<T: Send + Sync + 'static>(
+    fn keys_of<T: Send + Sync + 'static, X: Tally<T> + 'static>(
         &self,
-        inventory: &Inventory<T>,
+        inventory: &Inventory<T, X>,
         cluster: &str,
     ) -> Vec<Arc<str>> {
         match self.by {
@@ -242,15 +243,16 @@ async fn changed<V>(rx: &mut Option<tokio::sync::watch::Receiver<V>>) {
 /// for what it may no longer see and ADDED for what it now may (docs/notes/issue-48-design.md
 /// §6.2). A cluster moving re-checks that cluster's keys only; a set's rule changing or a
 /// reload re-checks every key.
-pub fn watch_fenced<T, E, F, M>(
+pub fn watch_fenced<T, X, E, F, M>(
     settings: &WatchSettings,
-    inventory: &Inventory<T>,
+    inventory: &Inventory<T, X>,
     fence: WatchFence,
     filter: F,
     make: M,
 ) -> WatchStream<E>
 where
     T: Send + Sync + 'static,
+    X: Tally<T> + 'static,
     E: Send + 'static,
     F: Fn(&str, &T) -> bool + Send + Sync + 'static,
     M: Fn(EventType, &T) -> E + Send + Sync + 'static,
@@ -344,16 +346,17 @@ where
 }
 
 /// What one watch sees of an inventory.
-struct View<'a, T, F, M> {
-    inventory: &'a Inventory<T>,
+struct View<'a, T, X, F, M> {
+    inventory: &'a Inventory<T, X>,
     filter: &'a F,
     make: &'a M,
     fence: &'a WatchFence,
 }
 
-impl<T, E, F, M> View<'_, T, F, M>
+impl<T, X, E, F, M> View<'_, T, X, F, M>
 where
     T: Send + Sync + 'static,
+    X: Tally<T> + 'static,
     E: Send + 'static,
     F: Fn(&str, &T) -> bool,
     M: Fn(EventType, &T) -> E,

@@ -109,7 +109,7 @@ async fn a_watcher_that_fell_behind_is_sent_objects_it_has_not_seen() {
 
 #[tokio::test]
 async fn a_watch_makes_its_initial_events_only_as_its_client_takes_them() {
-    let inventory = Inventory::new(16);
+    let inventory: Inventory<String> = Inventory::new(16);
     for i in 0..1000 {
         inventory.upsert(&format!("k{i:04}"), format!("v{i:04}"));
     }
