@@ -115,23 +115,18 @@ pub type WorkInventory = Inventory<StoredWork, WorkTally>;
 impl<T: Send + Sync + 'static, X: Tally<T> + Default> Inventory<T, X> {
     /// An empty inventory whose broadcast keeps `capacity` changes for slow subscribers.
     pub fn new(capacity: usize) -> Self {
-        Self::with_tally(capacity, Arc::new(X::default()))
-    }
-}
-
-impl<T: Send + Sync + 'static, X: Tally<T>> Inventory<T, X> {
-    /// An empty inventory that tells `tally` of every change.
-    pub fn with_tally(capacity: usize, tally: Arc<X>) -> Self {
         let (changes, _) = broadcast::channel(capacity.max(16));
         Self {
             objects: Arc::new(DashMap::new()),
-            tally,
+            tally: Arc::new(X::default()),
             namespaces: Arc::new(DashMap::new()),
             order: Arc::new(RwLock::new(BTreeSet::new())),
             changes,
         }
     }
+}
 
+impl<T: Send + Sync + 'static, X: Tally<T>> Inventory<T, X> {
     /// Publishes an object's new state.
     pub fn upsert(&self, key: &str, object: T) {
         self.upsert_shared(key, Arc::new(object));

@@ -22,7 +22,7 @@ use super::progress::{Progress, ProgressLimits};
 use crate::controller::Controllers;
 use crate::grpc::auth::Identity;
 use crate::grpc::guard::Teams;
-use crate::inventory::{Change, ChangeKind, ClusterInventory, Inventory};
+use crate::inventory::{Change, ChangeKind, ClusterInventory, Inventory, Tally};
 use crate::metrics::Metrics;
 use bytes::Bytes;
 use futures::stream::{BoxStream, SelectAll};
@@ -263,8 +263,8 @@ enum ObjectChange {
 type Measure<T> = fn(&T) -> (i64, i64, i64);
 
 /// The changes of one controller view as [`ObjectChange`]s.
-fn follow_view<T: Send + Sync + 'static>(
-    view: &Inventory<T>,
+fn follow_view<T: Send + Sync + 'static, X: Tally<T>>(
+    view: &Inventory<T, X>,
     kind: Kind,
     progress: Option<Measure<T>>,
 ) -> BoxStream<'static, ObjectChange> {
