@@ -8,29 +8,11 @@
 
 mod support;
 
-use flotilla_gitfetch::protocol::{
-    Credential, Credentials, ErrorKind, FetchRequest, FetchResult, Limits, SshKey,
-};
+use flotilla_gitfetch::protocol::{ErrorKind, FetchResult, Limits};
 use flotilla_testkit::sshd::{Sshd, SshdOptions, keygen};
-use support::{Repo, fetch, main, request};
+use support::{Repo, credentials, fetch, main, request, ssh_request};
 
 const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  v: \"1\"\n";
-
-fn credentials(private_key: Vec<u8>, known_hosts: String) -> Credentials {
-    Credentials {
-        source: "Secret default/shop-ssh".into(),
-        credential: Some(Credential::Ssh(SshKey {
-            private_key,
-            known_hosts,
-        })),
-    }
-}
-
-fn ssh_request(url: &str, auth: Credentials) -> FetchRequest {
-    let mut r = request(url, main("main"), &["apps/*"]);
-    r.credentials = Some(auth);
-    r
-}
 
 fn error(r: &FetchResult) -> (ErrorKind, &str) {
     let e = r.error.as_ref().expect("an error answer");

@@ -11,9 +11,9 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use flotilla_gitfetch::launch::LaunchError;
-use flotilla_gitfetch::protocol::{Credential, Credentials, ErrorKind, FetchRequest, SshKey};
+use flotilla_gitfetch::protocol::{ErrorKind, FetchRequest};
 use flotilla_testkit::sshd::keygen;
-use support::{main, request};
+use support::{credentials, ssh_request};
 
 /// A hostile server on a free loopback port: `serve` gets each accepted connection.
 fn server(serve: fn(std::net::TcpStream)) -> u16 {
@@ -28,23 +28,17 @@ fn server(serve: fn(std::net::TcpStream)) -> u16 {
 }
 
 /// An SSH request to the server on `port`, with a real key and a `known_hosts` line for it.
-fn ssh_request(dir: &std::path::Path, port: u16) -> FetchRequest {
+fn hostile_request(dir: &std::path::Path, port: u16) -> FetchRequest {
     let client = keygen(dir, "client", "ed25519");
     let host = keygen(dir, "host", "ed25519");
     let host_pub = std::fs::read_to_string(host.with_extension("pub")).unwrap();
-    let mut r = request(
+    ssh_request(
         &format!("ssh://git@127.0.0.1:{port}/shop.git"),
-        main("main"),
-        &["apps/*"],
-    );
-    r.credentials = Some(Credentials {
-        source: "Secret default/shop-ssh".into(),
-        credential: Some(Credential::Ssh(SshKey {
-            private_key: std::fs::read(client).unwrap(),
-            known_hosts: format!("[127.0.0.1]:{port} {host_pub}"),
-        })),
-    });
-    r
+        credentials(
+            std::fs::read(client).unwrap(),
+            format!("[127.0.0.1]:{port} {host_pub}"),
+        ),
+    )
 }
 
 /// Runs the fetch with the worker's deadline at `deadline`: the error answered, or how the
@@ -54,7 +48,7 @@ async fn outcome(
     deadline: Duration,
 ) -> (Result<(ErrorKind, String), LaunchError>, Duration) {
     let base = tempfile::tempdir().unwrap();
-    let req = ssh_request(base.path(), port);
+    let req = hostile_request(base.path(), port);
     let mut worker = support::worker();
     worker.timeout = deadline;
     let started = Instant::now();

@@ -10,7 +10,7 @@ pub use flotilla_testkit::git::{Daemon, Repo};
 
 use flotilla_gitfetch::{
     launch::{Finished, LaunchError, Worker},
-    protocol::{FetchRequest, Limits, Want},
+    protocol::{Credential, Credentials, FetchRequest, Limits, SshKey, Want},
 };
 
 /// A port nobody listens on right now.
@@ -51,4 +51,22 @@ pub async fn fetch(cache: &Path, request: &FetchRequest) -> Result<Finished, Lau
 
 pub fn main(branch: &str) -> Want {
     Want::Branch(branch.to_owned())
+}
+
+/// The Secret `default/shop-ssh` holding `private_key` and `known_hosts`.
+pub fn credentials(private_key: Vec<u8>, known_hosts: String) -> Credentials {
+    Credentials {
+        source: "Secret default/shop-ssh".into(),
+        credential: Some(Credential::Ssh(SshKey {
+            private_key,
+            known_hosts,
+        })),
+    }
+}
+
+/// A request for `main` of `url` under `apps/*`, signed in with `auth`.
+pub fn ssh_request(url: &str, auth: Credentials) -> FetchRequest {
+    let mut r = request(url, main("main"), &["apps/*"]);
+    r.credentials = Some(auth);
+    r
 }
